@@ -1,0 +1,147 @@
+"""Collector settings: a TOML file, then ``CLUSTERUI_<KEY>`` environment variables.
+
+Every value is checked here, once; a bad one raises ``ConfigError`` naming the key, so the
+collector stops at start-up instead of sampling with a setting nobody asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ENV_PREFIX = "CLUSTERUI_"
+NVML_MODES = ("auto", "nvml", "sim", "none")
+
+
+class ConfigError(ValueError):
+    """A missing or bad setting; the message starts with the key's name."""
+
+
+@dataclass(frozen=True)
+class Config:
+    cluster: str = "default"
+    node: str = dataclasses.field(default_factory=socket.gethostname)
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    queue: str = "ingest"
+    interval: float = 10.0
+    flush: float = 10.0
+    spool_dir: str = "/var/spool/clusterui-collector"
+    spool_max_bytes: int = 268435456
+    nvml: str = "auto"
+    sysfs_root: str = "/sys"
+    procfs_root: str = "/proc"
+    cgroup_root: str = "/sys/fs/cgroup"
+    job_map_dir: str = "/run/clusterui-jobs"
+    sim_seed: int = 1
+
+    @classmethod
+    def load(cls, path: str | None, env: Mapping[str, str]) -> Config:
+        """Read ``path`` (TOML, optional) then ``CLUSTERUI_*`` from ``env``; env wins."""
+        raw: dict[str, Any] = {}
+        if path:
+            raw.update(_read_toml(path))
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"{unknown[0]}: unknown setting (in {path})")
+        for name in known:
+            value = env.get(ENV_PREFIX + name.upper())
+            if value is not None:
+                raw[name] = value
+        values = {name: _PARSERS[name](name, value) for name, value in raw.items()}
+        config = cls(**values)
+        config._check()
+        return config
+
+    def _check(self) -> None:
+        if self.flush < self.interval:
+            raise ConfigError(f"flush: must be >= interval ({self.interval:g}), got {self.flush!r}")
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise ConfigError(f"config file: cannot read {path!r}: {exc.strerror}") from exc
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file: {path!r} is not valid TOML: {exc}") from exc
+    # Allow either top-level keys or a [collector] table.
+    table = doc.pop("collector", None)
+    if isinstance(table, dict):
+        doc.update(table)
+    return doc
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name}: must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _number(low: float, high: float | None):
+    def parse(name: str, value: Any) -> float:
+        bad = isinstance(value, bool)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            bad = True
+        if bad or number != number or number < low or (high is not None and number > high):
+            limit = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
+            raise ConfigError(f"{name}: must be a number {limit}, got {value!r}")
+        return number
+
+    return parse
+
+
+def _integer(low: int):
+    def parse(name: str, value: Any) -> int:
+        if isinstance(value, bool) or isinstance(value, float):
+            number = None
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                number = None
+        if number is None or number < low:
+            raise ConfigError(f"{name}: must be an integer >= {low}, got {value!r}")
+        return number
+
+    return parse
+
+
+def _nvml_mode(name: str, value: Any) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in NVML_MODES:
+        raise ConfigError(f"{name}: must be one of {', '.join(NVML_MODES)}, got {value!r}")
+    return value.strip().lower()
+
+
+def _broker(name: str, value: Any) -> str:
+    text = _text(name, value)
+    if "://" not in text:
+        raise ConfigError(f"{name}: must be a URL like redis://host:6379/0, got {value!r}")
+    return text
+
+
+_PARSERS = {
+    "cluster": _text,
+    "node": _text,
+    "broker_url": _broker,
+    "queue": _text,
+    "interval": _number(1, 3600),
+    "flush": _number(1, None),
+    "spool_dir": _text,
+    "spool_max_bytes": _integer(1),
+    "nvml": _nvml_mode,
+    "sysfs_root": _text,
+    "procfs_root": _text,
+    "cgroup_root": _text,
+    "job_map_dir": _text,
+    "sim_seed": _integer(0),
+}
