@@ -1,0 +1,3 @@
+"""ClusterUI node collector."""
+
+__version__ = "0.1.0"

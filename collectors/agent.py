@@ -1,0 +1,147 @@
+"""The agent: samples GPUs, NICs and jobs each tick and builds contract-1 batches."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid as uuidlib
+
+from collectors import __version__
+from collectors.attribution import Job, JobAttributor
+from collectors.config import Config
+from collectors.gpu.source import METRICS, GpuSource
+from collectors.nic import NicSource
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 1
+GPU_FIELDS = ["ts", "gpu", "job", *METRICS]
+NIC_FIELDS = ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"]
+JOB_FIELDS = ["ts", "job", "cpu_cores_used", "host_mem_used_bytes"]
+
+
+class Agent:
+    """One node's collector state.
+
+    ``sample()`` reads everything at ``clock()`` and buffers rows; ``build_batch()`` drains
+    them into one envelope and increments ``seq``.
+    """
+
+    def __init__(self, config: Config, nvml=None, clock=time.time, *, nvml_reason=None):
+        self.config = config
+        self.clock = clock
+        self.nvml = nvml
+        self.boot_id = uuidlib.uuid4().hex
+        self.seq = 0
+        self.spool_dropped = 0
+        self.simulated = bool(getattr(nvml, "SIMULATED", False))
+        self.nics = NicSource(config.sysfs_root)
+        self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir)
+        if nvml is None:
+            reason = nvml_reason or f"nvml = {config.nvml}"
+            log.warning("NVML not available (%s): sending NIC samples only", reason)
+            self.gpus = None
+        else:
+            self.gpus = GpuSource(nvml, clock)
+        self._reset_buffers()
+        self._gpu_info: dict[str, dict] = {}
+        self._nic_info: dict[str, dict] = {}
+
+    def _reset_buffers(self) -> None:
+        self._gpu_rows: list[tuple[str, list]] = []  # (gpu uuid, row without gpu index)
+        self._nic_rows: list[tuple[str, list]] = []
+        self._job_rows: list[list] = []
+        self._events: list[dict] = []
+        self._window_jobs: dict[tuple[str, str], tuple[Job, set[str]]] = {}
+
+    def sample(self) -> None:
+        ts = self.clock()
+        readings = self.gpus.sample(ts) if self.gpus is not None else []
+        if self.gpus is not None:
+            for info in self.gpus.inventory:
+                self._gpu_info[info.uuid] = info.as_dict()
+        index_of = {uuid: info["index"] for uuid, info in self._gpu_info.items()}
+        owners, ended = self.jobs.attribute(
+            ts, [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of]
+        )
+        for reading in readings:
+            job = owners.get(reading.uuid)
+            if job is not None:
+                self._window_jobs.setdefault(job.key, (job, set()))[1].add(reading.uuid)
+            row = [ts, job.ref.id if job is not None else None]
+            row.extend(reading.values.get(name) for name in METRICS)
+            self._gpu_rows.append((reading.uuid, row))
+        for job in ended:
+            self._window_jobs.setdefault(job.key, (job, set()))
+        for job_id, cores, mem in self.jobs.usage(ts):
+            self._job_rows.append([ts, job_id, cores, mem])
+        for nic, rx, tx in self.nics.sample(ts):
+            self._nic_rows.append((nic.name, [ts, rx, tx]))
+        for nic in self.nics.inventory:
+            self._nic_info[nic.name] = nic.as_dict()
+        if self.gpus is not None:
+            self._events.extend(self.gpus.drain_events())
+
+    def build_batch(self) -> dict:
+        self.seq += 1
+        gpu_uuids = self._current_gpus()
+        gpu_pos = {uuid: i for i, uuid in enumerate(gpu_uuids)}
+        nic_names = self._current_nics()
+        nic_pos = {name: i for i, name in enumerate(nic_names)}
+        gpu_rows = [[row[0], gpu_pos[uuid], *row[1:]] for uuid, row in self._gpu_rows]
+        nic_rows = [[row[0], nic_pos[name], *row[1:]] for name, row in self._nic_rows]
+        events = [self._event_out(e, gpu_pos) for e in self._events]
+        jobs = [
+            job.as_dict(sorted(gpu_pos[u] for u in uuids if u in gpu_pos))
+            for job, uuids in self._window_jobs.values()
+        ]
+        batch = {
+            "schema": SCHEMA,
+            "cluster": self.config.cluster,
+            "node": self.config.node,
+            "agent": {
+                "version": __version__,
+                "boot_id": self.boot_id,
+                "seq": self.seq,
+                "spool_dropped": self.spool_dropped,
+                "simulated": self.simulated,
+            },
+            "sent_at": self.clock(),
+            "interval_s": _number(self.config.interval),
+            "gpus": [self._gpu_info[u] for u in gpu_uuids],
+            "nics": [self._nic_info[n] for n in nic_names],
+            "jobs": jobs,
+            "gpu_samples": {"fields": list(GPU_FIELDS), "rows": gpu_rows},
+            "nic_samples": {"fields": list(NIC_FIELDS), "rows": nic_rows},
+            "job_samples": {"fields": list(JOB_FIELDS), "rows": self._job_rows},
+            "events": events,
+        }
+        self.spool_dropped = 0
+        self._reset_buffers()
+        return batch
+
+    def _current_gpus(self) -> list[str]:
+        current = [i.uuid for i in self.gpus.inventory] if self.gpus is not None else []
+        extra = {uuid for uuid, _ in self._gpu_rows} | {e["gpu"] for e in self._events}
+        extra.discard(None)
+        uuids = current + sorted(u for u in extra - set(current) if u in self._gpu_info)
+        return sorted(uuids, key=lambda u: (self._gpu_info[u]["index"], u))
+
+    def _current_nics(self) -> list[str]:
+        current = [n.name for n in self.nics.inventory]
+        extra = {name for name, _ in self._nic_rows} - set(current)
+        return current + sorted(extra)
+
+    @staticmethod
+    def _event_out(event: dict, gpu_pos: dict[str, int]) -> dict:
+        out = dict(event)
+        out["gpu"] = gpu_pos.get(event.get("gpu"))
+        return out
+
+    def close(self) -> None:
+        if self.gpus is not None:
+            self.gpus.close()
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

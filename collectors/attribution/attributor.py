@@ -1,0 +1,166 @@
+"""Attribute each GPU to the job that owns it, and measure each job's host CPU and memory.
+
+Order of evidence per GPU: the cgroup of a process NVML sees on it (direct evidence, and
+it gives the job's cgroup), then the prolog mapping file (covers allocated-but-idle GPUs),
+else no job.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from collectors.attribution.cgroup import JobRef, job_of_pid, slurm_job_dirs
+from collectors.attribution.jobmap import MapEntry, read_job_map
+from collectors.attribution.metadata import Scontrol, meta_from_environ, user_of_uid
+from collectors.attribution.usage import cpu_count, cpu_seconds, memory_bytes
+from collectors.rates import CounterRates
+
+_LEADING_INT = re.compile(r"^\s*(\d+)")
+
+
+@dataclass
+class Job:
+    ref: JobRef
+    uid: int | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+    cgroup_dirs: tuple[str, ...] = ()
+    ended_at: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.ref.scheduler, self.ref.id)
+
+    def as_dict(self, gpus: list[int]) -> dict:
+        user = self.meta.get("user") or user_of_uid(self.uid)
+        return {
+            "id": self.ref.id,
+            "scheduler": self.ref.scheduler,
+            "user": user,
+            "name": self.meta.get("name"),
+            "account": self.meta.get("account"),
+            "partition": self.meta.get("partition"),
+            "started_at": _float(self.meta.get("start_time")),
+            "ended_at": self.ended_at,
+            "gpus": gpus,
+            "cpus": _int(self.meta.get("cpus")) or cpu_count(self.cgroup_dirs),
+        }
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value and value > 0 else None
+
+
+def _int(text: str | None) -> int | None:
+    """'16' or Slurm's '16(x2)' -> 16."""
+    match = _LEADING_INT.match(text or "")
+    return int(match.group(1)) if match else None
+
+
+class JobAttributor:
+    def __init__(
+        self, procfs_root: str, cgroup_root: str, job_map_dir: str, scontrol: Scontrol | None = None
+    ) -> None:
+        self.procfs_root = procfs_root
+        self.cgroup_root = cgroup_root
+        self.job_map_dir = job_map_dir
+        self.scontrol = scontrol if scontrol is not None else Scontrol()
+        self.active: dict[tuple[str, str], Job] = {}
+        self._cpu = CounterRates()
+
+    def attribute(
+        self, ts: float, gpus: list[tuple[int, str, list[int]]]
+    ) -> tuple[dict[str, Job | None], list[Job]]:
+        """({gpu uuid: job or None}, jobs that ended since the last call).
+
+        ``gpus`` is [(index, uuid, host pids running on it)].
+        """
+        mapping = read_job_map(self.job_map_dir, [(index, uuid) for index, uuid, _ in gpus])
+        owners: dict[str, Job | None] = {}
+        seen: dict[tuple[str, str], Job] = {}
+        for index, uuid, pids in gpus:
+            job = self._from_processes(pids) or self._from_mapping(mapping.get(index))
+            if job is not None:
+                job = seen.setdefault(job.key, self._remember(job, mapping.get(index), pids))
+            owners[uuid] = job
+        ended = []
+        for key in list(self.active):
+            if key not in seen:
+                job = self.active.pop(key)
+                job.ended_at = ts
+                self._cpu.forget(key)
+                self.scontrol.forget(job.ref.id)
+                ended.append(job)
+        return owners, ended
+
+    def _from_processes(self, pids: list[int]) -> Job | None:
+        votes: Counter = Counter()
+        found = {}
+        for pid in pids:
+            hit = job_of_pid(self.procfs_root, self.cgroup_root, pid)
+            if hit is None:
+                continue
+            key = (hit.job.scheduler, hit.job.id)
+            votes[key] += 1
+            if key not in found:
+                found[key] = Job(hit.job, hit.job.uid, cgroup_dirs=hit.cgroup_dirs)
+                found[key].meta["_pid"] = str(pid)
+        if not votes:
+            return None
+        return found[votes.most_common(1)[0][0]]
+
+    def _from_mapping(self, entry: MapEntry | None) -> Job | None:
+        if entry is None:
+            return None
+        ref = JobRef("slurm", entry.job_id, entry.uid)
+        return Job(ref, entry.uid)
+
+    def _remember(self, job: Job, entry: MapEntry | None, pids: list[int]) -> Job:
+        known = self.active.get(job.key)
+        if known is None:
+            known = job
+            self.active[job.key] = known
+            self._describe(known, pids)
+        if entry is not None and entry.job_id == known.ref.id:
+            known.meta.update(entry.meta)  # the prolog's word wins
+            if known.uid is None:
+                known.uid = entry.uid
+        if job.cgroup_dirs and not known.cgroup_dirs:
+            known.cgroup_dirs = job.cgroup_dirs
+        if not known.cgroup_dirs and known.ref.scheduler == "slurm":
+            known.cgroup_dirs = tuple(slurm_job_dirs(self.cgroup_root, known.ref.id, known.uid))
+        return known
+
+    def _describe(self, job: Job, pids: list[int]) -> None:
+        """First sight of a job: fill what the mapping file may not say."""
+        pid = job.meta.pop("_pid", None)
+        extra: dict[str, str] = {}
+        if pid is not None:
+            extra = meta_from_environ(self.procfs_root, int(pid))
+        if job.ref.scheduler == "slurm":
+            for key, value in self.scontrol.lookup(job.ref.id).items():
+                extra.setdefault(key, value)
+        if job.uid is None and extra.get("uid", "").isdigit():
+            job.uid = int(extra["uid"])
+        extra.pop("uid", None)
+        for key, value in extra.items():
+            job.meta.setdefault(key, value)
+
+    def usage(self, ts: float) -> list[tuple[str, float | None, int | None]]:
+        """[(job id, cpu cores used, host memory bytes)] for active jobs with a cgroup."""
+        rows = []
+        for key, job in self.active.items():
+            if not job.cgroup_dirs:
+                continue
+            seconds = cpu_seconds(job.cgroup_dirs)
+            cores = self._cpu.update(key, ts, seconds)
+            mem = memory_bytes(job.cgroup_dirs)
+            if cores is None and mem is None:
+                continue
+            rows.append((job.ref.id, cores, mem))
+        return rows

@@ -1,0 +1,235 @@
+"""The GPU source: every reading NVML can give for each GPU, once per tick.
+
+The NVML binding is passed in (the ``pynvml`` module or a simulator's ``SimNVML``); this
+module never touches a global NVML of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from collectors.gpu import fields
+from collectors.gpu.errors import GpuLost, NvmlGone, Probe
+from collectors.gpu.gpm import GpmReader
+from collectors.gpu.inventory import GpuInfo, read_info
+from collectors.gpu.xid import XidWatcher, xid_message
+from collectors.rates import CounterRates
+
+log = logging.getLogger(__name__)
+
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_SM = 1
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 300.0
+
+METRICS = (
+    "util_pct", "mem_util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz",
+    "sm_active_pct", "tensor_active_pct", "dram_active_pct", "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s",
+    "throttle_reasons", "energy_j",
+)  # fmt: skip
+
+
+@dataclass
+class GpuReading:
+    uuid: str
+    values: dict = field(default_factory=dict)  # metric -> value; missing means null
+    pids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Gpu:
+    info: GpuInfo
+    handle: object
+    probe: Probe
+    gpm: GpmReader
+    lost: bool = False
+
+
+class GpuSource:
+    def __init__(self, nvml, clock) -> None:
+        self.nvml = nvml
+        self.clock = clock
+        self._gpus: list[_Gpu] = []
+        self._rates = CounterRates()
+        self._events: list[dict] = []
+        self._events_lock = threading.Lock()
+        self._xid: XidWatcher | None = None
+        self._up = False
+        self._backoff = BACKOFF_FIRST_S
+        self._retry_at = 0.0
+        self._initialised = False
+        self._start()
+
+    # -- lifecycle ------------------------------------------------------------------
+    def _start(self) -> None:
+        try:
+            self.nvml.nvmlInit()
+            self._initialised = True
+            self._discover()
+        except Exception as exc:  # noqa: BLE001 - any failure here means "retry later"
+            self._down(exc)
+            return
+        self._up = True
+        self._backoff = BACKOFF_FIRST_S
+
+    def _down(self, exc: BaseException) -> None:
+        self._stop_watchers()
+        if self._initialised:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+            self._initialised = False
+        self._up = False
+        self._retry_at = self.clock() + self._backoff
+        log.warning("NVML unavailable (%s); retrying in %.0f s", exc, self._backoff)
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+
+    def _discover(self) -> None:
+        nvml = self.nvml
+        gpus = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = nvml.nvmlDeviceGetUUID(handle)
+            if isinstance(uuid, bytes):
+                uuid = uuid.decode()
+            probe = Probe(nvml, f"GPU {index} ({uuid})")
+            try:
+                info = read_info(probe, handle, index, uuid)
+                gpm = GpmReader(nvml, probe, handle)
+            except GpuLost:
+                info = GpuInfo(uuid, index, None, None, None, None, None, None)
+                gpm = GpmReader.disabled()
+                gpus.append(_Gpu(info, handle, probe, gpm, lost=True))
+                self._event(uuid, "gpu_lost", message="GPU is lost")
+                continue
+            gpus.append(_Gpu(info, handle, probe, gpm))
+        self._gpus = gpus
+        self._rates = CounterRates()
+        self._xid = XidWatcher(nvml, {g.info.uuid: g.handle for g in gpus}, self._on_xid)
+
+    def _stop_watchers(self) -> None:
+        if self._xid is not None:
+            self._xid.close()
+            self._xid = None
+        for gpu in self._gpus:
+            if gpu.gpm.enabled:
+                gpu.gpm.close()
+
+    def close(self) -> None:
+        self._stop_watchers()
+        if self._initialised:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+            self._initialised = False
+
+    # -- inventory and events -----------------------------------------------------------
+    @property
+    def inventory(self) -> list[GpuInfo]:
+        return [g.info for g in self._gpus]
+
+    def _event(self, uuid: str | None, kind: str, **extra) -> None:
+        event = {"ts": self.clock(), "gpu": uuid, "kind": kind, **extra}
+        with self._events_lock:
+            self._events.append(event)
+
+    def _on_xid(self, uuid: str | None, code: int) -> None:
+        self._event(uuid, "xid", code=code, message=xid_message(code))
+
+    def drain_events(self) -> list[dict]:
+        """Events (``gpu`` is the GPU's UUID here; the agent turns it into an index)."""
+        with self._events_lock:
+            events, self._events = self._events, []
+        return events
+
+    # -- sampling -------------------------------------------------------------------
+    def sample(self, ts: float) -> list[GpuReading]:
+        if not self._up:
+            if self.clock() < self._retry_at:
+                return []
+            self._start()
+            if not self._up:
+                return []
+        readings = []
+        try:
+            for gpu in self._gpus:
+                readings.append(self._sample_gpu(gpu, ts))
+        except NvmlGone as exc:
+            self._down(exc)
+            return []
+        return readings
+
+    def _sample_gpu(self, gpu: _Gpu, ts: float) -> GpuReading:
+        reading = GpuReading(gpu.info.uuid)
+        try:
+            reading.values = self._read_values(gpu, ts)
+            reading.pids = self._read_pids(gpu)
+        except GpuLost as exc:
+            if not gpu.lost:
+                gpu.lost = True
+                self._event(gpu.info.uuid, "gpu_lost", message=str(exc) or "GPU is lost")
+            reading.values = {}
+            return reading
+        if gpu.lost:
+            gpu.lost = False
+            log.warning("GPU %s answers again", gpu.info.uuid)
+        return reading
+
+    def _read_values(self, gpu: _Gpu, ts: float) -> dict:
+        p, h, nvml = gpu.probe, gpu.handle, self.nvml
+        values: dict = {}
+        util = p.call("utilization", "nvmlDeviceGetUtilizationRates", h)
+        if util is not None:
+            values["util_pct"] = float(util.gpu)
+            values["mem_util_pct"] = float(util.memory)
+        values["mem_used_mib"] = self._mem_used_mib(p, h)
+        power = p.call("power", "nvmlDeviceGetPowerUsage", h)
+        values["power_w"] = None if power is None else power / 1000.0
+        sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", NVML_TEMPERATURE_GPU)
+        values["temp_c"] = p.call("temperature", "nvmlDeviceGetTemperature", h, sensor)
+        clock_sm = getattr(nvml, "NVML_CLOCK_SM", NVML_CLOCK_SM)
+        values["sm_clock_mhz"] = p.call("sm_clock", "nvmlDeviceGetClockInfo", h, clock_sm)
+        values["throttle_reasons"] = self._throttle(p, h)
+        energy = p.call("energy", "nvmlDeviceGetTotalEnergyConsumption", h)
+        values["energy_j"] = None if energy is None else energy / 1000.0
+        values.update(gpu.gpm.read() if gpu.gpm.enabled else {})
+        counters = fields.read_fields(p, h, [(n, f, s) for n, f, s, _ in fields.COUNTERS])
+        for name, _fid, _scope, unit in fields.COUNTERS:
+            raw = counters.get(name)
+            rate = self._rates.update(
+                (gpu.info.uuid, name), ts, None if raw is None else raw * unit
+            )
+            values[name + "_bytes_per_s"] = rate
+        return {k: v for k, v in values.items() if v is not None}
+
+    def _mem_used_mib(self, p: Probe, h) -> int | None:
+        # v2 'used' is allocated memory only; v1 also counts reserved memory. Fall back to
+        # v1 only when v2 can never answer, so one GPU's series never mixes the two.
+        version = getattr(self.nvml, "nvmlMemory_v2", None)
+        if version is not None and p.supported("memory_v2"):
+            memory = p.call("memory_v2", "nvmlDeviceGetMemoryInfo", h, version=version)
+            if memory is not None or p.supported("memory_v2"):
+                return None if memory is None else int(memory.used) // 1048576
+        memory = p.call("memory", "nvmlDeviceGetMemoryInfo", h)
+        return None if memory is None else int(memory.used) // 1048576
+
+    def _throttle(self, p: Probe, h) -> int | None:
+        if p.supported("clocks_event_reasons"):
+            reasons = p.call("clocks_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h)
+            if reasons is not None or p.supported("clocks_event_reasons"):
+                return reasons
+        return p.call("throttle_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
+
+    def _read_pids(self, gpu: _Gpu) -> list[int]:
+        p = gpu.probe
+        procs = None
+        if p.supported("processes"):
+            procs = p.call("processes", "nvmlDeviceGetComputeRunningProcesses", gpu.handle)
+        if procs is None and not p.supported("processes"):
+            procs = p.call("processes_v2", "nvmlDeviceGetComputeRunningProcesses_v2", gpu.handle)
+        return sorted({int(proc.pid) for proc in procs or ()})
