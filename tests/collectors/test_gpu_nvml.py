@@ -1,0 +1,189 @@
+import time
+
+import pynvml
+from collector_fakes import FakeGpu, FakeNVML
+
+from collectors.gpu.inventory import normalise_bus_id
+from collectors.gpu.source import GpuSource
+
+
+class Clock:
+    def __init__(self, t=1000.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def make(gpus=1, **values):
+    nvml = FakeNVML([FakeGpu(i, **values) for i in range(gpus)])
+    clock = Clock()
+    return nvml, clock, GpuSource(nvml, clock)
+
+
+def test_inventory():
+    nvml, clock, src = make()
+    [info] = src.inventory
+    assert info.uuid.startswith("GPU-")
+    assert info.model == "NVIDIA H100 80GB HBM3"
+    assert info.memory_total_mib == 81559
+    assert info.power_limit_w == 700.0
+    assert info.pci_bus_id == "00000000:18:00.0"
+    assert info.nvlink_bytes_per_s == 18 * 25_000 * 1_000_000
+    assert info.mig_enabled is False
+    src.close()
+
+
+def test_bus_id_normalised():
+    assert normalise_bus_id("0000:2a:00.0") == "00000000:2A:00.0"
+    assert normalise_bus_id(b"00000000:2A:00.0\x00") == "00000000:2A:00.0"
+
+
+def test_no_nvlink_means_null_capacity():
+    nvml, clock, src = make(fields={197: (3, 0), 198: (3, 0)})
+    assert src.inventory[0].nvlink_bytes_per_s is None
+    src.close()
+
+
+def test_values_and_units():
+    nvml, clock, src = make()
+    [r] = src.sample(clock())
+    v = r.values
+    assert v["util_pct"] == 97.0 and v["mem_util_pct"] == 41.0
+    assert v["mem_used_mib"] == 61234  # memory info v2 ("used" excludes reserved)
+    assert v["power_w"] == 652.3
+    assert v["energy_j"] == 1_234_567.8
+    assert (v["temp_c"], v["sm_clock_mhz"], v["throttle_reasons"]) == (64, 1980, 0)
+    assert "pcie_tx_bytes_per_s" not in v  # a rate needs two readings
+    src.close()
+
+
+def test_counter_rates_from_field_values():
+    nvml, clock, src = make()
+    gpu = nvml.gpus[0]
+    src.sample(clock())
+    gpu.values["fields"].update({197: (3, 12_000_000_000), 198: (3, 34_000_000_000),
+                                 138: (3, 781_250_000), 139: (3, 781_250_000)})  # fmt: skip
+    clock.t += 10
+    [r] = src.sample(clock())
+    assert r.values["pcie_tx_bytes_per_s"] == 1.2e9
+    assert r.values["pcie_rx_bytes_per_s"] == 3.4e9
+    assert r.values["nvlink_tx_bytes_per_s"] == 781_250_000 * 1024 / 10  # KiB counters
+    # a wrapped / reset counter drops that interval instead of reporting a spike
+    gpu.values["fields"][197] = (3, 5)
+    clock.t += 10
+    [r] = src.sample(clock())
+    assert "pcie_tx_bytes_per_s" not in r.values
+    assert r.values["pcie_rx_bytes_per_s"] == 0.0
+    src.close()
+
+
+def test_not_supported_is_cached_and_null():
+    nvml, clock, src = make()
+    gpu = nvml.gpus[0]
+    gpu.errors["nvmlDeviceGetPowerUsage"] = pynvml.NVMLError_NotSupported()
+    gpu.values["fields"][138] = pynvml.NVML_ERROR_NOT_SUPPORTED
+    for _ in range(3):
+        [r] = src.sample(clock())
+        clock.t += 1
+    assert "power_w" not in r.values and "nvlink_tx_bytes_per_s" not in r.values
+    assert r.values["util_pct"] == 97.0  # every other field keeps flowing
+    assert nvml.calls["nvmlDeviceGetPowerUsage"] == 1
+    src.close()
+
+
+def test_function_not_found_and_library_mismatch_fall_back():
+    nvml, clock, src = make(pids=[4242])
+    gpu = nvml.gpus[0]
+    gpu.errors["nvmlDeviceGetMemoryInfo_v2"] = pynvml.NVMLError_FunctionNotFound()
+    gpu.errors["nvmlDeviceGetCurrentClocksEventReasons"] = pynvml.NVMLError_FunctionNotFound()
+    gpu.errors["nvmlDeviceGetComputeRunningProcesses"] = pynvml.NVMLLibraryMismatchError("old")
+    gpu.values["reasons"] = 0x4
+    for _ in range(2):
+        [r] = src.sample(clock())
+    assert r.values["mem_used_mib"] == 61734  # v1
+    assert r.values["throttle_reasons"] == 0x4  # older name
+    assert r.pids == [4242]  # _v2
+    assert nvml.calls["nvmlDeviceGetMemoryInfo_v2"] == 1
+    assert nvml.calls["nvmlDeviceGetComputeRunningProcesses"] == 1
+    src.close()
+
+
+def test_transient_error_is_null_for_one_tick_only():
+    nvml, clock, src = make()
+    gpu = nvml.gpus[0]
+    gpu.errors["nvmlDeviceGetTemperature"] = pynvml.NVMLError_Timeout()
+    [r] = src.sample(clock())
+    assert "temp_c" not in r.values
+    del gpu.errors["nvmlDeviceGetTemperature"]
+    [r] = src.sample(clock())
+    assert r.values["temp_c"] == 64
+    src.close()
+
+
+def test_gpu_lost_is_an_event_and_nulls():
+    nvml, clock, src = make(gpus=2)
+    nvml.gpus[1].errors["nvmlDeviceGetUtilizationRates"] = pynvml.NVMLError_GpuIsLost()
+    for _ in range(3):
+        r0, r1 = src.sample(clock())
+    assert r0.values["util_pct"] == 97.0
+    assert r1.values == {}
+    events = src.drain_events()
+    assert [(e["gpu"], e["kind"]) for e in events] == [(nvml.gpus[1].uuid, "gpu_lost")]
+    src.close()
+
+
+def test_driver_gone_reinitialises_with_backoff():
+    nvml, clock, src = make()
+    nvml.gpus[0].errors["nvmlDeviceGetUtilizationRates"] = pynvml.NVMLError_Uninitialized()
+    assert src.sample(clock()) == []
+    nvml.init_error = pynvml.NVMLError_DriverNotLoaded()
+    assert src.sample(clock()) == []  # not yet: backing off
+    assert nvml.calls["nvmlInit"] == 1
+    clock.t += 1.0
+    assert src.sample(clock()) == []  # retried, still failing; next wait is longer
+    assert nvml.calls["nvmlInit"] == 2
+    clock.t += 1.0
+    src.sample(clock())
+    assert nvml.calls["nvmlInit"] == 2
+    nvml.init_error = None
+    del nvml.gpus[0].errors["nvmlDeviceGetUtilizationRates"]
+    clock.t += 1.5
+    [r] = src.sample(clock())
+    assert nvml.calls["nvmlInit"] == 3 and r.values["util_pct"] == 97.0
+    src.close()
+
+
+def test_gpm_over_previous_and_new_sample():
+    nvml, clock, src = make(gpm={2: 78.5, 5: 40.2, 10: 55.0})
+    [r] = src.sample(clock())
+    assert "sm_active_pct" not in r.values
+    clock.t += 10
+    [r] = src.sample(clock())
+    assert r.values["sm_active_pct"] == 78.5
+    assert r.values["tensor_active_pct"] == 40.2
+    assert r.values["dram_active_pct"] == 55.0
+    src.close()
+
+
+def test_gpm_unsupported_is_null():
+    nvml, clock, src = make()
+    src.sample(clock())
+    [r] = src.sample(clock())
+    assert "sm_active_pct" not in r.values
+    assert nvml.calls["nvmlGpmSampleGet"] == 0
+    src.close()
+
+
+def test_xid_events_from_the_event_thread():
+    nvml, clock, src = make(gpus=2)
+    nvml.xid_queue.append((1, 79))
+    deadline = time.monotonic() + 5
+    events = []
+    while not events and time.monotonic() < deadline:
+        events = src.drain_events()
+        time.sleep(0.02)
+    src.close()
+    assert events == [{"ts": clock.t, "gpu": nvml.gpus[1].uuid, "kind": "xid", "code": 79,
+                       "message": "GPU has fallen off the bus"}]  # fmt: skip
+    assert nvml.calls["nvmlEventSetFree"] == 1
