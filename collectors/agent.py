@@ -57,9 +57,7 @@ class Agent:
     def sample(self) -> None:
         ts = self.clock()
         readings = self.gpus.sample(ts) if self.gpus is not None else []
-        if self.gpus is not None:
-            for info in self.gpus.inventory:
-                self._gpu_info[info.uuid] = info.as_dict()
+        self._refresh_gpu_info()
         index_of = {uuid: info["index"] for uuid, info in self._gpu_info.items()}
         owners, ended = self.jobs.attribute(
             ts, [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of]
@@ -79,11 +77,21 @@ class Agent:
             self._nic_rows.append((nic.name, [ts, rx, tx]))
         for nic in self.nics.inventory:
             self._nic_info[nic.name] = nic.as_dict()
+        self._drain_events()
+
+    def _refresh_gpu_info(self) -> None:
+        if self.gpus is not None:
+            for info in self.gpus.inventory:
+                self._gpu_info[info.uuid] = info.as_dict()
+
+    def _drain_events(self) -> None:
         if self.gpus is not None:
             self._events.extend(self.gpus.drain_events())
 
     def build_batch(self) -> dict:
         self.seq += 1
+        self._refresh_gpu_info()
+        self._drain_events()
         gpu_uuids = self._current_gpus()
         gpu_pos = {uuid: i for i, uuid in enumerate(gpu_uuids)}
         nic_names = self._current_nics()

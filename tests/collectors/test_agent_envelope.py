@@ -1,0 +1,108 @@
+import json
+import logging
+import os
+
+import pytest
+from collector_fakes import FakeGpu, FakeNVML
+from conftest import add_ib_port, add_netdev, set_ib_counters, set_netdev_counters, write
+
+from collectors.agent import Agent
+from collectors.config import Config
+
+EXAMPLE = "/work/shared/contract1-example.json"
+
+
+@pytest.fixture
+def example():
+    path = os.environ.get("CLUSTERUI_CONTRACT1_EXAMPLE", EXAMPLE)
+    if not os.path.exists(path):
+        path = os.path.join(os.path.dirname(__file__), "contract1-example.json")
+    with open(path) as fh:
+        return json.load(fh)
+
+
+class Clock:
+    t = 1763799980.0
+
+    def __call__(self):
+        return self.t
+
+
+def make_agent(roots, nvml):
+    config = Config(cluster="example", node="gpu-a017", sysfs_root=roots["sys"],
+                    procfs_root=roots["proc"], cgroup_root=roots["cgroup"],
+                    job_map_dir=roots["jobmap"], interval=10, flush=10)  # fmt: skip
+    clock = Clock()
+    return Agent(config, nvml=nvml, clock=clock), clock
+
+
+def test_envelope_matches_contract_1(roots, example):
+    sysfs = roots["sys"]
+    add_ib_port(sysfs, "mlx5_0", 1, xmit=0, rcv=0)
+    add_netdev(sysfs, "eth0", rx=0, tx=0, speed="25000")
+    nvml = FakeNVML([FakeGpu(0), FakeGpu(1)])
+    nvml.gpus[1].errors["nvmlDeviceGetPowerUsage"] = nvml.NVMLError_NotSupported()
+    for i in (0, 1):
+        write(os.path.join(roots["jobmap"], str(i)),
+              "812345 1000\nuser=alice\nname=llama-ft\naccount=nlp\npartition=gpu\n"
+              "start_time=1763796380\ncpus=16\n")  # fmt: skip
+    agent, clock = make_agent(roots, nvml)
+    agent.sample()
+    clock.t += 10
+    set_ib_counters(sysfs, "mlx5_0", 1, xmit=5_000_000, rcv=5_000_000)
+    set_netdev_counters(sysfs, "eth0", rx=1000, tx=1000)
+    agent.sample()
+    nvml.xid_queue.append((1, 79))
+    batch = agent.build_batch()
+    agent.close()
+    json.dumps(batch, allow_nan=False)
+
+    assert set(example) <= set(batch)
+    assert batch["schema"] == 1 and batch["cluster"] == "example" and batch["node"] == "gpu-a017"
+    assert set(example["agent"]) | {"spool_dropped", "simulated"} == set(batch["agent"])
+    assert batch["agent"]["seq"] == 1 and batch["agent"]["simulated"] is False
+    assert batch["interval_s"] == 10
+    assert set(example["gpus"][0]) <= set(batch["gpus"][0])
+    assert set(example["nics"][0]) == set(batch["nics"][0])
+    assert set(example["jobs"][0]) == set(batch["jobs"][0])
+    for table in ("gpu_samples", "nic_samples", "job_samples"):
+        assert batch[table]["fields"] == example[table]["fields"], table
+        for row in batch[table]["rows"]:
+            assert len(row) == len(batch[table]["fields"])
+
+    assert [g["index"] for g in batch["gpus"]] == [0, 1]
+    assert batch["jobs"] == [example["jobs"][0]]
+    rows = batch["gpu_samples"]["rows"]
+    assert len(rows) == 4 and {r[2] for r in rows} == {"812345"}
+    power = batch["gpu_samples"]["fields"].index("power_w")
+    assert [r[power] for r in rows if r[1] == 1] == [None, None]  # cannot report -> null
+    nic_names = [n["name"] for n in batch["nics"]]
+    assert nic_names == ["mlx5_0:1", "eth0"]
+    ib_rows = [r for r in batch["nic_samples"]["rows"] if r[1] == 0]
+    assert ib_rows == [[clock.t, 0, 2_000_000.0, 2_000_000.0]]
+
+    second = agent.build_batch()
+    assert second["agent"]["seq"] == 2 and second["gpu_samples"]["rows"] == []
+
+
+def test_events_use_gpu_indexes(roots):
+    nvml = FakeNVML([FakeGpu(0), FakeGpu(1)])
+    nvml.gpus[1].errors["nvmlDeviceGetUtilizationRates"] = nvml.NVMLError_GpuIsLost()
+    agent, clock = make_agent(roots, nvml)
+    agent.sample()
+    batch = agent.build_batch()
+    agent.close()
+    assert [(e["gpu"], e["kind"]) for e in batch["events"]] == [(1, "gpu_lost")]
+
+
+def test_simulated_flag_and_no_nvml_notice(roots, caplog):
+    nvml = FakeNVML([FakeGpu(0)])
+    nvml.SIMULATED = True
+    agent, _ = make_agent(roots, nvml)
+    assert agent.build_batch()["agent"]["simulated"] is True
+    agent.close()
+    with caplog.at_level(logging.WARNING):
+        agent, _ = make_agent(roots, None)
+    assert "NVML not available" in caplog.text and "NIC samples only" in caplog.text
+    agent.sample()
+    assert agent.build_batch()["gpus"] == []
