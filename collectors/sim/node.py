@@ -65,6 +65,7 @@ class SimJob:
     cpus_per_node: int
     seed: int
     scheduler: str = "slurm"  # slurm | kubernetes
+    gpus: tuple[tuple[str, tuple[int, ...]], ...] = ()  # ((node, (gpu index, ...)), ...)
 
     @property
     def nranks(self) -> int:
@@ -85,6 +86,7 @@ class SimJob:
             "nodes": list(self.nodes),
             "gpus_per_node": self.gpus_per_node,
             "cpus_per_node": self.cpus_per_node,
+            "gpus": {node: list(g) for node, g in self.gpus},
             "start": self.start,
             "end": self.end,
         }
