@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import os
+import shutil
 import tempfile
+import time
 
 from collectors.config import Config
 
@@ -51,7 +54,9 @@ def _simulator(config: Config) -> Backend:
     from collectors.sim.nvml import SimNVML
 
     root = tempfile.mkdtemp(prefix="clusterui-sim-")
+    atexit.register(shutil.rmtree, root, True)
     node = SimNode(root, config.node, seed=config.sim_seed)
+    node.advance(time.time())  # the simulated GPUs answer once the model has a time
     roots = {
         key: getattr(node, key, os.path.join(root, default))
         for key, default in (
