@@ -1,0 +1,40 @@
+"""The Celery application: the ingest queue and the periodic (beat) tasks."""
+
+import os
+
+from celery import Celery
+from celery.schedules import crontab  # noqa: F401  (kept for schedule overrides)
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterui.settings")
+
+app = Celery("clusterui")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+def _every(env_name: str, default_s: float) -> float:
+    """A beat period in seconds, overridable by an environment variable."""
+    raw = os.environ.get(env_name)
+    if raw is None:
+        return default_s
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"{env_name} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise SystemExit(f"{env_name} must be positive, got {raw!r}")
+    return value
+
+
+def _entry(task: str, env_name: str, default_s: float) -> dict:
+    period = _every(env_name, default_s)
+    # Expire just under the period so that runs missed while workers were busy never pile up.
+    return {"task": task, "schedule": period, "options": {"expires": period * 0.9}}
+
+
+app.conf.beat_schedule = {
+    "maintain-partitions": _entry(
+        "clusterui.telemetry.maintain_partitions", "BEAT_PARTITIONS_S", 3600
+    ),
+    "close-stale-jobs": _entry("clusterui.jobs.close_stale_jobs", "BEAT_STALE_JOBS_S", 60),
+}

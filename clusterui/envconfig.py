@@ -1,0 +1,140 @@
+"""Typed readers for settings that come from the environment.
+
+Every reader names the variable it failed on, so a typo in a deployment stops the
+server with a message that says what to fix (``ImproperlyConfigured``). A variable
+``NAME_FILE`` is read instead of ``NAME`` when it is set, for secrets mounted as files.
+"""
+
+import os
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str, environ=None) -> str | None:
+    environ = os.environ if environ is None else environ
+    path = environ.get(f"{name}_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {path!r}: {exc}") from exc
+    return environ.get(name)
+
+
+def env_str(name: str, default: str | None = None, *, environ=None) -> str:
+    value = _raw(name, environ)
+    if value is None:
+        if default is None:
+            raise ImproperlyConfigured(f"{name} is required and is not set")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool, *, environ=None) -> bool:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false, yes/no), got {value!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None,
+            maximum: int | None = None, environ=None) -> int:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {number}")
+    return number
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None,
+              maximum: float | None = None, environ=None) -> float:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {number}")
+    return number
+
+
+def env_list(name: str, default: list[str], *, environ=None) -> list[str]:
+    value = _raw(name, environ)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_database(name: str, default: str, *, environ=None) -> dict:
+    """Parse a ``postgres://user:password@host:port/dbname`` URL into Django's form."""
+    import dj_database_url
+
+    value = env_str(name, default, environ=environ)
+    scheme = urlsplit(value).scheme
+    if scheme not in {"postgres", "postgresql", "pgsql"}:
+        raise ImproperlyConfigured(
+            f"{name} must be a postgres:// URL (ClusterUI needs PostgreSQL), got scheme {scheme!r}"
+        )
+    try:
+        config = dj_database_url.parse(value, conn_max_age=60, conn_health_checks=True)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+    if not config.get("NAME"):
+        raise ImproperlyConfigured(f"{name} must name a database, e.g. postgres://host/clusterui")
+    return config
+
+
+def env_email(environ=None) -> dict:
+    """SMTP settings from ``EMAIL_URL`` (smtp://user:pass@host:port?tls=1) or ``EMAIL_*``."""
+    url = _raw("EMAIL_URL", environ)
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in {"smtp", "smtps", "submission"}:
+            raise ImproperlyConfigured(
+                f"EMAIL_URL must start with smtp://, smtps:// or submission://, got {parts.scheme!r}"
+            )
+        query = parse_qs(parts.query)
+        try:
+            port = parts.port
+        except ValueError:
+            raise ImproperlyConfigured(f"EMAIL_URL has a bad port in {url!r}") from None
+        return {
+            "EMAIL_HOST": parts.hostname or "localhost",
+            "EMAIL_PORT": port or {"smtp": 25, "smtps": 465, "submission": 587}[parts.scheme],
+            "EMAIL_HOST_USER": unquote(parts.username or ""),
+            "EMAIL_HOST_PASSWORD": unquote(parts.password or ""),
+            "EMAIL_USE_SSL": parts.scheme == "smtps",
+            "EMAIL_USE_TLS": parts.scheme == "submission"
+            or query.get("tls", ["0"])[0].lower() in _TRUE,
+        }
+    return {
+        "EMAIL_HOST": env_str("EMAIL_HOST", "localhost", environ=environ),
+        "EMAIL_PORT": env_int("EMAIL_PORT", 25, minimum=1, maximum=65535, environ=environ),
+        "EMAIL_HOST_USER": env_str("EMAIL_USER", "", environ=environ),
+        "EMAIL_HOST_PASSWORD": env_str("EMAIL_PASSWORD", "", environ=environ),
+        "EMAIL_USE_TLS": env_bool("EMAIL_TLS", False, environ=environ),
+        "EMAIL_USE_SSL": env_bool("EMAIL_SSL", False, environ=environ),
+    }

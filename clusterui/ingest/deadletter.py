@@ -1,0 +1,65 @@
+"""Messages that kept failing are set aside here, never retried forever nor dropped silently.
+
+The list lives in the broker's Redis (the database may be what is failing) under
+``clusterui:deadletter``: each entry holds the task, the reason and the envelope. The health
+page shows its length; ``manage.py replay_deadletters`` sends the entries back to the queue.
+"""
+
+import datetime as dt
+import json
+import logging
+
+import redis
+from celery import Task
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+KEY = "clusterui:deadletter"
+
+
+def excerpt(envelope, limit: int = 2000) -> str:
+    try:
+        text = json.dumps(envelope, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(envelope)
+    return text[:limit]
+
+
+def client() -> redis.Redis:
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5)
+
+
+def push(task_name: str, args, reason: str) -> None:
+    entry = {
+        "task": task_name,
+        "failed_at": dt.datetime.now(dt.UTC).isoformat(),
+        "reason": reason[:2000],
+        "args": args,
+    }
+    try:
+        payload = json.dumps(entry)
+    except (TypeError, ValueError):
+        entry["args"] = excerpt(args, 1_000_000)
+        payload = json.dumps(entry)
+    client().rpush(KEY, payload)
+
+
+def count() -> int:
+    return int(client().llen(KEY))
+
+
+def entries(limit: int = 50) -> list[dict]:
+    return [json.loads(raw) for raw in client().lrange(KEY, 0, limit - 1)]
+
+
+class DeadLetterOnFailure(Task):
+    """A task base that sets a finally failed message aside with its reason."""
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        reason = f"{type(exc).__name__}: {exc}"
+        try:
+            push(self.name, list(args), reason)
+            log.error("task %s %s dead-lettered after retries: %s", self.name, task_id, reason)
+        except Exception:  # the broker itself is unreachable: the log is all that is left
+            log.exception("task %s %s failed (%s) and could not be dead-lettered",
+                          self.name, task_id, reason)

@@ -1,0 +1,54 @@
+"""The ingest log: one row per batch stored, one per batch refused."""
+
+from django.db import models
+
+
+class IngestBatch(models.Model):
+    """A batch that was stored. Its key ``(node, boot_id, seq)`` is inserted in the same
+    transaction as the batch's samples, so a redelivered batch finds it and stores nothing,
+    and ``seq`` numbers missing for a (node, boot_id) are batches that never arrived."""
+
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="batches")
+    boot_id = models.CharField(max_length=64)
+    seq = models.BigIntegerField()
+    sent_at = models.DateTimeField(null=True)
+    received_at = models.DateTimeField()
+    first_ts = models.DateTimeField(null=True)
+    last_ts = models.DateTimeField(null=True)
+    gpu_samples = models.IntegerField(default=0)
+    nic_samples = models.IntegerField(default=0)
+    job_samples = models.IntegerField(default=0)
+    events = models.IntegerField(default=0)
+    rejected = models.IntegerField(default=0, help_text="Rows and entries refused")
+    # {"gpu_samples: util_pct out of range [0, 100]": 3, ...}
+    rejected_reasons = models.JSONField(default=dict, blank=True)
+    # {"<reason>": "row 12: got 140.0"}: one example per reason, to act on.
+    rejected_examples = models.JSONField(default=dict, blank=True)
+    spool_dropped = models.IntegerField(default=0, help_text="Batches the collector's full spool dropped")
+
+    class Meta:
+        constraints = [
+            # Idempotency: a redelivered batch conflicts here and is skipped whole.
+            models.UniqueConstraint(fields=["node", "boot_id", "seq"], name="ingest_batch_key"),
+        ]
+        indexes = [
+            # The ingest health page: batches and rejections over the last minutes.
+            models.Index(fields=["received_at"], name="ingestbatch_received_idx"),
+        ]
+
+
+class RejectedBatch(models.Model):
+    """A batch refused whole (bad envelope, unknown schema, too large), with the reason."""
+
+    received_at = models.DateTimeField(auto_now_add=True)
+    cluster = models.CharField(max_length=64, blank=True)
+    node = models.CharField(max_length=128, blank=True)
+    reason = models.CharField(max_length=512)
+    excerpt = models.TextField(blank=True, help_text="The start of the envelope, for diagnosis")
+
+    class Meta:
+        ordering = ["-received_at"]
+        indexes = [
+            # The ingest health page lists recent refusals.
+            models.Index(fields=["-received_at"], name="rejectedbatch_received_idx"),
+        ]

@@ -1,0 +1,437 @@
+"""Validation of contract 1 (the ingest batch), without touching the database.
+
+``validate_batch`` turns an envelope into a ``Batch`` of clean rows. A fault in the
+envelope itself (not a JSON object, an unknown schema, no node, too many rows) refuses the
+batch whole with ``BatchRejected``. A fault in one sample, inventory entry or event
+refuses that item only: it is counted under a reason, one example of each reason is kept,
+and everything else in the batch goes on to be stored.
+"""
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from clusterui.inventory.choices import NicKind
+from clusterui.jobs.choices import Scheduler
+from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
+
+SCHEMA_VERSION = 1
+MIN_TS = 946684800.0  # 2000-01-01: earlier is a broken clock, not history
+MAX_GPUS = 1024
+MAX_NICS = 1024
+MAX_JOBS = 4096
+MAX_EVENTS = 10_000
+
+
+class BatchRejected(Exception):
+    """The whole batch is refused; ``reason`` says why in words a collector author can act on."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Batch:
+    cluster: str
+    node: str
+    boot_id: str
+    seq: int
+    sent_at: float | None
+    agent_version: str
+    simulated: bool
+    spool_dropped: int
+    gpus: dict[int, dict] = field(default_factory=dict)  # batch index -> inventory entry
+    nics: dict[int, dict] = field(default_factory=dict)
+    jobs: dict[str, dict] = field(default_factory=dict)  # job id -> entry
+    # Rows in the order of the metrics module's columns, with batch-local references:
+    # (ts, gpu_index, job_id | None, *GPU metrics)
+    gpu_rows: list[tuple] = field(default_factory=list)
+    nic_rows: list[tuple] = field(default_factory=list)  # (ts, nic_index, *NIC metrics)
+    job_rows: list[tuple] = field(default_factory=list)  # (ts, job_id, *JOB metrics)
+    events: list[dict] = field(default_factory=list)
+    rejected: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    def reject(self, reason: str, example: str) -> None:
+        self.rejected[reason] += 1
+        self.examples.setdefault(reason, example[:200])
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+    @property
+    def timestamps(self):
+        for rows in (self.gpu_rows, self.nic_rows, self.job_rows):
+            for row in rows:
+                yield row[0]
+
+
+# --- small checkers: each returns (value, None) or (None, reason) --------------------
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _text(value, limit: int, *, required: bool = False) -> tuple[str | None, str | None]:
+    if value is None:
+        return (None, "missing") if required else ("", None)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None, f"must be a string, got {type(value).__name__}"
+    if required and not value.strip():
+        return None, "must not be empty"
+    if len(value) > limit:
+        return None, f"longer than {limit} characters"
+    if "\x00" in value:
+        return None, "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None, "is not valid UTF-8"
+    return value, None
+
+
+def _optional_number(value, lo: float, hi: float, *, integer: bool = False):
+    if value is None:
+        return None, None
+    if not _is_number(value):
+        return None, f"must be a number or null, got {type(value).__name__}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, "must be finite (NaN and infinity are not measurements)"
+    if integer and value != int(value):
+        return None, "must be an integer"
+    if not lo <= value <= hi:
+        return None, f"out of range [{lo:g}, {hi:g}]"
+    return (int(value) if integer else float(value)), None
+
+
+def _timestamp(value, now: float, max_future: float):
+    if not _is_number(value) or (isinstance(value, float) and not math.isfinite(value)):
+        return None, "ts must be a finite number of Unix seconds"
+    if value < MIN_TS:
+        return None, "ts is before 2000-01-01"
+    if value > now + max_future:
+        return None, f"ts is more than {max_future:g} s in the future"
+    return float(value), None
+
+
+def _index(value, known) -> tuple[int | None, str | None]:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None, f"must be an integer index, got {type(value).__name__}"
+    if value not in known:
+        return None, "refers to no entry of this batch's inventory"
+    return value, None
+
+
+# --- the envelope ------------------------------------------------------------------------
+
+def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_000,
+                   max_future_s: float = 300.0) -> Batch:
+    now = time.time() if now is None else now
+    if not isinstance(envelope, dict):
+        raise BatchRejected(f"envelope must be a JSON object, got {type(envelope).__name__}")
+    schema = envelope.get("schema")
+    if schema is None:
+        raise BatchRejected("schema: missing (this server speaks schema 1)")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise BatchRejected(f"schema: must be an integer, got {schema!r:.40}")
+    if schema != SCHEMA_VERSION:
+        raise BatchRejected(
+            f"schema: version {schema} is not supported (this server speaks {SCHEMA_VERSION})"
+        )
+    cluster, err = _text(envelope.get("cluster"), 64, required=True)
+    if err:
+        raise BatchRejected(f"cluster: {err}")
+    node, err = _text(envelope.get("node"), 128, required=True)
+    if err:
+        raise BatchRejected(f"node: {err}")
+    agent = envelope.get("agent")
+    if not isinstance(agent, dict):
+        raise BatchRejected("agent: must be an object with boot_id and seq")
+    boot_id, err = _text(agent.get("boot_id"), 64, required=True)
+    if err:
+        raise BatchRejected(f"agent.boot_id: {err}")
+    seq = agent.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 1 << 62:
+        raise BatchRejected(f"agent.seq: must be a non-negative integer, got {seq!r:.40}")
+    version, err = _text(agent.get("version"), 32)
+    spool_dropped, err2 = _optional_number(agent.get("spool_dropped"), 0, 1 << 31, integer=True)
+    sent_at = envelope.get("sent_at")
+    sent_at = float(sent_at) if _is_number(sent_at) and math.isfinite(sent_at) else None
+
+    sections = {name: envelope.get(name) for name in ("gpu_samples", "nic_samples", "job_samples")}
+    total_rows = 0
+    for name, section in sections.items():
+        if isinstance(section, dict) and isinstance(section.get("rows"), list):
+            total_rows += len(section["rows"])
+    if total_rows > max_rows:
+        raise BatchRejected(
+            f"batch has {total_rows} sample rows; the limit is {max_rows} (INGEST_MAX_ROWS): "
+            "flush more often"
+        )
+
+    batch = Batch(
+        cluster=cluster, node=node, boot_id=boot_id, seq=seq, sent_at=sent_at,
+        agent_version="" if err else (version or ""),
+        simulated=agent.get("simulated") is True,
+        spool_dropped=0 if err2 else (spool_dropped or 0),
+    )
+    if err:
+        batch.reject(f"agent.version: {err}", repr(agent.get("version"))[:80])
+    if err2:
+        batch.reject(f"agent.spool_dropped: {err2}", repr(agent.get("spool_dropped"))[:80])
+
+    _gpus(batch, envelope.get("gpus"))
+    _nics(batch, envelope.get("nics"))
+    _jobs(batch, envelope.get("jobs"))
+    _samples(batch, "gpu_samples", sections["gpu_samples"], "gpu", batch.gpus, GPU_METRICS,
+             batch.gpu_rows, now, max_future_s, with_job=True)
+    _samples(batch, "nic_samples", sections["nic_samples"], "nic", batch.nics, NIC_METRICS,
+             batch.nic_rows, now, max_future_s)
+    _samples(batch, "job_samples", sections["job_samples"], "job", batch.jobs, JOB_METRICS,
+             batch.job_rows, now, max_future_s)
+    _events(batch, envelope.get("events"), now, max_future_s)
+    return batch
+
+
+def _entries(batch: Batch, name: str, value, limit: int) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        batch.reject(f"{name}: must be a list", type(value).__name__)
+        return []
+    if len(value) > limit:
+        batch.reject(f"{name}: more than {limit} entries; the rest were ignored", str(len(value)))
+        return value[:limit]
+    return value
+
+
+def _gpus(batch: Batch, value) -> None:
+    seen_uuids = set()
+    for position, entry in enumerate(_entries(batch, "gpus", value, MAX_GPUS)):
+        where = f"gpus[{position}]"
+        if not isinstance(entry, dict):
+            batch.reject("gpus: entry must be an object", where)
+            continue
+        uuid, err = _text(entry.get("uuid"), 96, required=True)
+        if err:
+            batch.reject(f"gpus: uuid {err}", where)
+            continue
+        if uuid in seen_uuids:
+            batch.reject("gpus: duplicate uuid", f"{where}: {uuid}")
+            continue
+        index, err = _optional_number(entry.get("index", position), 0, 1023, integer=True)
+        if err or index is None:
+            batch.reject(f"gpus: index {err or 'missing'}", where)
+            continue
+        clean = {"uuid": uuid, "index": index}
+        problems = []
+        for key, lo, hi, integer in (
+            ("memory_total_mib", 0, 1 << 24, True),
+            ("power_limit_w", 0, 10_000, False),
+            ("nvlink_bytes_per_s", 0, 1e13, False),
+        ):
+            clean[key], err = _optional_number(entry.get(key), lo, hi, integer=integer)
+            if err:
+                problems.append(f"{key} {err}")
+        for key, limit in (("model", 96), ("pci_bus_id", 32)):
+            clean[key], err = _text(entry.get(key), limit)
+            if err:
+                problems.append(f"{key} {err}")
+                clean[key] = ""
+        mig = entry.get("mig_mode")
+        clean["mig_mode"] = mig if isinstance(mig, bool) else None
+        for problem in problems:  # the GPU is kept; only the bad attribute is dropped
+            batch.reject(f"gpus: {problem}", where)
+        # Samples and jobs refer to a GPU by its position in this batch's list.
+        seen_uuids.add(uuid)
+        batch.gpus[position] = clean
+
+
+def _nics(batch: Batch, value) -> None:
+    seen = set()
+    for position, entry in enumerate(_entries(batch, "nics", value, MAX_NICS)):
+        where = f"nics[{position}]"
+        if not isinstance(entry, dict):
+            batch.reject("nics: entry must be an object", where)
+            continue
+        name, err = _text(entry.get("name"), 64, required=True)
+        if err:
+            batch.reject(f"nics: name {err}", where)
+            continue
+        if name in seen:
+            batch.reject("nics: duplicate name", f"{where}: {name}")
+            continue
+        kind = entry.get("kind")
+        if kind not in NicKind.values:
+            batch.reject(f"nics: kind must be one of {', '.join(NicKind.values)}", f"{where}: {kind!r:.40}")
+            continue
+        link, err = _optional_number(entry.get("link_bytes_per_s"), 0, 1e13)
+        if err:
+            batch.reject(f"nics: link_bytes_per_s {err}", where)
+        seen.add(name)
+        batch.nics[position] = {"name": name, "kind": kind, "link_bytes_per_s": link}
+
+
+def _jobs(batch: Batch, value) -> None:
+    for position, entry in enumerate(_entries(batch, "jobs", value, MAX_JOBS)):
+        where = f"jobs[{position}]"
+        if not isinstance(entry, dict):
+            batch.reject("jobs: entry must be an object", where)
+            continue
+        job_id, err = _text(entry.get("id"), 128, required=True)
+        if err:
+            batch.reject(f"jobs: id {err}", where)
+            continue
+        scheduler = entry.get("scheduler", "none")
+        if scheduler not in Scheduler.values:
+            batch.reject(f"jobs: scheduler must be one of {', '.join(Scheduler.values)}",
+                         f"{where}: {scheduler!r:.40}")
+            continue
+        if job_id in batch.jobs:
+            batch.reject("jobs: duplicate id", f"{where}: {job_id}")
+            continue
+        clean = {"id": job_id, "scheduler": scheduler}
+        for key, limit in (("user", 64), ("name", 256), ("account", 64), ("partition", 64)):
+            clean[key], err = _text(entry.get(key), limit)
+            if err:
+                batch.reject(f"jobs: {key} {err}", where)
+                clean[key] = ""
+        for key in ("started_at", "ended_at"):
+            clean[key], err = _optional_number(entry.get(key), MIN_TS, 1e11)
+            if err:
+                batch.reject(f"jobs: {key} {err}", where)
+        clean["cpus"], err = _optional_number(entry.get("cpus"), 0, 1 << 24, integer=True)
+        if err:
+            batch.reject(f"jobs: cpus {err}", where)
+        gpus = entry.get("gpus") or []
+        clean["gpus"] = []
+        if not isinstance(gpus, list):
+            batch.reject("jobs: gpus must be a list of GPU indexes", where)
+            gpus = []
+        for g in gpus:
+            index, err = _index(g, batch.gpus)
+            if err:
+                batch.reject(f"jobs: gpus entry {err}", f"{where}: {g!r:.40}")
+            else:
+                clean["gpus"].append(index)
+        batch.jobs[job_id] = clean
+
+
+def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...], out,
+             now, max_future, *, with_job=False) -> None:
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        batch.reject(f"{name}: must be an object with fields and rows", type(section).__name__)
+        return
+    fields, rows = section.get("fields"), section.get("rows")
+    if not isinstance(rows, list):
+        batch.reject(f"{name}: rows must be a list", type(rows).__name__)
+        return
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        for _ in rows:
+            batch.reject(f"{name}: fields must be a list of names", repr(fields)[:80])
+        return
+    missing = [f for f in ("ts", ref_field) if f not in fields]
+    duplicated = {f for f in fields if fields.count(f) > 1}
+    if missing or duplicated:
+        reason = (f"{name}: fields lack {', '.join(missing)}" if missing
+                  else f"{name}: fields repeat {', '.join(sorted(duplicated))}")
+        for _ in rows:
+            batch.reject(reason, repr(fields)[:80])
+        return
+    position = {f: i for i, f in enumerate(fields)}
+    # Unknown fields are ignored; absent known ones are stored as null.
+    plan = [(m, position.get(m.name)) for m in metrics]
+    ts_at, ref_at = position["ts"], position[ref_field]
+    job_at = position.get("job") if with_job else None
+    width = len(fields)
+    seen: set = set()
+    for i, row in enumerate(rows):
+        where = f"row {i}"
+        if not isinstance(row, list):
+            batch.reject(f"{name}: row must be a list", where)
+            continue
+        if len(row) != width:
+            batch.reject(f"{name}: row has {len(row)} values for {width} fields", where)
+            continue
+        ts, err = _timestamp(row[ts_at], now, max_future)
+        if err:
+            batch.reject(f"{name}: {err}", f"{where}: {row[ts_at]!r:.40}")
+            continue
+        if ref_field == "job":
+            ref, err = _text(row[ref_at], 128, required=True)
+            if not err and ref not in known:
+                err = "is not one of this batch's jobs"
+            if err:
+                batch.reject(f"{name}: job {err}", f"{where}: {row[ref_at]!r:.40}")
+                continue
+        else:
+            ref, err = _index(row[ref_at], known)
+            if err:
+                batch.reject(f"{name}: {ref_field} {err}", f"{where}: {row[ref_at]!r:.40}")
+                continue
+        key = (ref, ts)
+        if key in seen:
+            batch.reject(f"{name}: duplicate ({ref_field}, ts) within the batch", where)
+            continue
+        values = []
+        bad = None
+        if with_job:
+            job = None if job_at is None else row[job_at]
+            if job is not None:
+                job, err = _text(job, 128, required=True)
+                if not err and job not in batch.jobs:
+                    err = "is not one of this batch's jobs"
+                if err:
+                    bad = (f"{name}: job {err}", f"{where}: {row[job_at]!r:.40}")
+            values.append(job)
+        for metric, at in plan:
+            if at is None:
+                values.append(None)
+                continue
+            value, err = _optional_number(row[at], metric.lo, metric.hi, integer=metric.integer)
+            if err:
+                bad = (f"{name}: {metric.name} {err}", f"{where}: {row[at]!r:.40}")
+                break
+            values.append(value)
+        if bad:
+            batch.reject(*bad)
+            continue
+        seen.add(key)
+        out.append((ts, ref, *values))
+
+
+def _events(batch: Batch, value, now: float, max_future: float) -> None:
+    for position, entry in enumerate(_entries(batch, "events", value, MAX_EVENTS)):
+        where = f"events[{position}]"
+        if not isinstance(entry, dict):
+            batch.reject("events: entry must be an object", where)
+            continue
+        ts, err = _timestamp(entry.get("ts"), now, max_future)
+        if err:
+            batch.reject(f"events: {err}", where)
+            continue
+        gpu, err = _index(entry.get("gpu"), batch.gpus)
+        if err:
+            batch.reject(f"events: gpu {err}", where)
+            continue
+        kind, err = _text(entry.get("kind"), 32, required=True)
+        if err:
+            batch.reject(f"events: kind {err}", where)
+            continue
+        code, err = _optional_number(entry.get("code"), -(1 << 31), (1 << 31) - 1, integer=True)
+        if err:
+            batch.reject(f"events: code {err}", where)
+            continue
+        message, err = _text(entry.get("message"), 4096)
+        if err:
+            batch.reject(f"events: message {err}", where)
+            message = ""
+        batch.events.append({"ts": ts, "gpu": gpu, "kind": kind, "code": code,
+                             "message": message[:512]})

@@ -1,0 +1,84 @@
+"""What the cluster is made of: clusters, nodes, their GPUs and network interfaces.
+
+Rows are created and refreshed by ingest (``clusterui.ingest.writer``) from the inventory
+that every batch carries; nothing here is edited by hand.
+"""
+
+from django.db import models
+
+from clusterui.inventory.choices import NicKind
+
+
+class Cluster(models.Model):
+    name = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Node(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=128)
+    agent_version = models.CharField(max_length=32, blank=True)
+    # Set when the node's collector runs on the NVML simulator: the UI labels it.
+    simulated = models.BooleanField(default=False)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            # Ingest upserts nodes by (cluster, name).
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_cluster_name_uniq"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Gpu(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    # A GPU is identified by its UUID: it keeps its history if it moves to another node.
+    uuid = models.CharField(max_length=96, unique=True)
+    index = models.PositiveSmallIntegerField()
+    model = models.CharField(max_length=96, blank=True)
+    memory_total_mib = models.IntegerField(null=True)
+    power_limit_w = models.FloatField(null=True)
+    pci_bus_id = models.CharField(max_length=32, blank=True)
+    nvlink_bytes_per_s = models.FloatField(null=True, help_text="Total NVLink capacity, bytes/s")
+    mig_mode = models.BooleanField(null=True)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        indexes = [
+            # The node page and the home grid list a node's GPUs in index order.
+            models.Index(fields=["node", "index"], name="gpu_node_index_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.node.name}/gpu{self.index}"
+
+
+class Nic(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="nics")
+    name = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16, choices=NicKind.choices)
+    link_bytes_per_s = models.FloatField(null=True, help_text="Link capacity, bytes/s")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node__name", "name"]
+        constraints = [
+            # Ingest upserts NICs by (node, name).
+            models.UniqueConstraint(fields=["node", "name"], name="nic_node_name_uniq"),
+        ]
+
+    def __str__(self):
+        return f"{self.node.name}/{self.name}"

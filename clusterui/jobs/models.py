@@ -1,0 +1,72 @@
+"""Batch jobs, as the collectors attribute GPUs to them."""
+
+from django.db import models
+from django.db.models import Q
+
+from clusterui.jobs.choices import JobState, Scheduler
+
+
+class JobQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """The one place that decides which jobs a user may see: staff see all, others
+        their own (a job's ``user`` is the scheduler's user name, matched to the login)."""
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(user=user.get_username())
+
+
+class Job(models.Model):
+    cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="jobs")
+    scheduler = models.CharField(max_length=16, choices=Scheduler.choices)
+    external_id = models.CharField("job id", max_length=128)
+    user = models.CharField(max_length=64, blank=True)
+    name = models.CharField(max_length=256, blank=True)
+    account = models.CharField(max_length=64, blank=True)
+    partition = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.RUNNING)
+    started_at = models.DateTimeField(null=True)
+    ended_at = models.DateTimeField(null=True)
+    cpus = models.IntegerField(null=True, help_text="CPUs allocated (all nodes)")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    gpus = models.ManyToManyField("inventory.Gpu", through="JobGpu", related_name="jobs")
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            # A job is identified by (cluster, scheduler, id): ingest upserts on it.
+            models.UniqueConstraint(
+                fields=["cluster", "scheduler", "external_id"], name="job_identity_uniq"
+            ),
+        ]
+        indexes = [
+            # close_stale_jobs scans running jobs by last_seen.
+            models.Index(
+                fields=["last_seen"], name="job_running_last_seen_idx",
+                condition=Q(state="running"),
+            ),
+            # A researcher's job list: their jobs, newest first.
+            models.Index(fields=["user", "-started_at"], name="job_user_started_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.scheduler}:{self.external_id}"
+
+
+class JobGpu(models.Model):
+    """A GPU allocated to a job (a multi-node job has GPUs on several nodes)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="allocations")
+    gpu = models.ForeignKey("inventory.Gpu", on_delete=models.CASCADE, related_name="allocations")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # Ingest inserts allocations with ON CONFLICT on (job, gpu).
+            models.UniqueConstraint(fields=["job", "gpu"], name="jobgpu_job_gpu_uniq"),
+        ]

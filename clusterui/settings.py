@@ -1,0 +1,175 @@
+"""Django settings for ClusterUI.
+
+Everything a deployment changes comes from the environment through the typed readers in
+``clusterui.envconfig``; a bad value stops start-up with a message naming the variable.
+The defaults are for a developer's machine only: ``SECRET_KEY`` has none unless DEBUG is on.
+"""
+
+from pathlib import Path
+
+import plotly
+
+from clusterui.envconfig import (
+    env_bool,
+    env_database,
+    env_email,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-key-do-not-deploy" if DEBUG else None)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = env_str("SITE_URL", "http://localhost:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "clusterui.inventory",
+    "clusterui.jobs",
+    "clusterui.telemetry",
+    "clusterui.ingest",
+    "clusterui.web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "clusterui.urls"
+WSGI_APPLICATION = "clusterui.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env_database("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui"),
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    # plotly.js comes from the pinned plotly package itself: no CDN, no copy in the repo.
+    ("plotly", Path(plotly.__file__).parent / "package_data"),
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if env_bool("STATIC_MANIFEST", not DEBUG)
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG or not env_bool("STATIC_MANIFEST", not DEBUG)
+
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+vars().update(env_email())
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "ClusterUI <clusterui@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+ADMINS = [("Admin", a) for a in env_list("ADMIN_EMAILS", [])]
+
+# Production hardening; on by default whenever DEBUG is off.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Celery (read by clusterui/celery.py with namespace="CELERY") --------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"clusterui.ingest": {"queue": "ingest"}}
+# A worker killed mid-batch must not lose it: ack only after the task ran, and requeue
+# when the worker process dies. The visibility timeout must outlast any task.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300, minimum=5)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 2
+CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("CELERY_WORKER_PREFETCH_MULTIPLIER", 16, minimum=1)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A message whose worker died comes back after the visibility timeout (then a restore
+# sweep, every CELERY_UNACKED_RESTORE_INTERVAL seconds, finds it).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int(
+        "CELERY_VISIBILITY_TIMEOUT", 600, minimum=CELERY_TASK_TIME_LIMIT + 1
+    ),
+    "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10, minimum=1),
+    "unacked_restore_throttle": 1,
+    "socket_timeout": 10,
+    "socket_connect_timeout": 5,
+}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Ingest ---------------------------------------------------------------------------
+INGEST_MAX_RETRIES = env_int("INGEST_MAX_RETRIES", 30, minimum=0)
+INGEST_MAX_ROWS = env_int("INGEST_MAX_ROWS", 200_000, minimum=1)
+# Samples further than this in the future are refused (clock skew); there is no lower bound
+# beyond 2000-01-01, so history can be back-filled and retention decides what stays.
+INGEST_MAX_FUTURE_S = env_float("INGEST_MAX_FUTURE_S", 300.0, minimum=0)
+# A job not reported by any collector for this long is considered ended.
+JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 300, minimum=30)
+# A node is "silent" when no batch has arrived for this long.
+NODE_SILENT_AFTER_S = env_int("NODE_SILENT_AFTER_S", 120, minimum=10)
+PARTITION_DAYS_AHEAD = env_int("PARTITION_DAYS_AHEAD", 3, minimum=1, maximum=60)
+RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class TelemetryConfig(AppConfig):
+    name = "clusterui.telemetry"
+    label = "telemetry"
+    verbose_name = "Telemetry"

@@ -1,0 +1,67 @@
+"""The sample tables' columns: one definition shared by the schema check, ingest
+validation and the bulk writer.
+
+Each metric has the SQL type it is stored as and the range a real device can report;
+ingest rejects a sample whose value falls outside it (with that reason).
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    sql_type: str
+    lo: float
+    hi: float
+    integer: bool = False
+    label: str = ""
+    unit: str = ""
+
+
+PCT = (0.0, 100.0)
+RATE_MAX = 1e13  # 10 TB/s: above any link that exists
+
+GPU_METRICS: tuple[Metric, ...] = (
+    Metric("util_pct", "real", *PCT, label="GPU utilization (NVML)", unit="%"),
+    Metric("mem_util_pct", "real", *PCT, label="Memory controller busy", unit="%"),
+    Metric("mem_used_mib", "integer", 0, 1 << 24, integer=True, label="Memory used", unit="MiB"),
+    Metric("power_w", "real", 0, 10_000, label="Power", unit="W"),
+    Metric("temp_c", "real", -60, 200, label="Temperature", unit="°C"),
+    Metric("sm_clock_mhz", "real", 0, 10_000, label="SM clock", unit="MHz"),
+    Metric("sm_active_pct", "real", *PCT, label="SM activity (GPM)", unit="%"),
+    Metric("tensor_active_pct", "real", *PCT, label="Tensor activity (GPM)", unit="%"),
+    Metric("dram_active_pct", "real", *PCT, label="DRAM activity (GPM)", unit="%"),
+    Metric("pcie_tx_bytes_per_s", "real", 0, RATE_MAX, label="PCIe TX", unit="B/s"),
+    Metric("pcie_rx_bytes_per_s", "real", 0, RATE_MAX, label="PCIe RX", unit="B/s"),
+    Metric("nvlink_tx_bytes_per_s", "real", 0, RATE_MAX, label="NVLink TX", unit="B/s"),
+    Metric("nvlink_rx_bytes_per_s", "real", 0, RATE_MAX, label="NVLink RX", unit="B/s"),
+    Metric("throttle_reasons", "bigint", 0, (1 << 63) - 1, integer=True,
+           label="Clock event reasons", unit="bitmask"),
+    Metric("energy_j", "double precision", 0, 1e15, label="Energy counter", unit="J"),
+)
+
+NIC_METRICS: tuple[Metric, ...] = (
+    Metric("rx_bytes_per_s", "double precision", 0, RATE_MAX, label="Receive", unit="B/s"),
+    Metric("tx_bytes_per_s", "double precision", 0, RATE_MAX, label="Transmit", unit="B/s"),
+)
+
+JOB_METRICS: tuple[Metric, ...] = (
+    Metric("cpu_cores_used", "real", 0, 1e5, label="Host CPU", unit="cores"),
+    Metric("host_mem_used_bytes", "bigint", 0, 1 << 56, integer=True,
+           label="Host memory", unit="B"),
+)
+
+GPU_METRIC_NAMES = tuple(m.name for m in GPU_METRICS)
+NIC_METRIC_NAMES = tuple(m.name for m in NIC_METRICS)
+JOB_METRIC_NAMES = tuple(m.name for m in JOB_METRICS)
+
+# Partitioned (by day on ts) sample tables and the columns ingest COPYs into, in order.
+GPU_SAMPLE_TABLE = "telemetry_gpusample"
+NIC_SAMPLE_TABLE = "telemetry_nicsample"
+JOB_SAMPLE_TABLE = "telemetry_jobsample"
+SAMPLE_TABLES = (GPU_SAMPLE_TABLE, NIC_SAMPLE_TABLE, JOB_SAMPLE_TABLE)
+
+GPU_SAMPLE_COLUMNS = ("ts", "gpu_id", "job_id", *GPU_METRIC_NAMES)
+NIC_SAMPLE_COLUMNS = ("ts", "nic_id", *NIC_METRIC_NAMES)
+JOB_SAMPLE_COLUMNS = ("ts", "job_id", "node_id", *JOB_METRIC_NAMES)

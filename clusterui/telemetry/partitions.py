@@ -1,0 +1,101 @@
+"""Daily range partitions of the raw sample tables.
+
+Partitions are created ahead of time by the beat task, and on demand by ingest for any
+day a batch carries that has none yet (history back-filled by a collector, an old
+spool being replayed). Retention drops whole partitions: no giant DELETE.
+"""
+
+import datetime as dt
+import logging
+import zlib
+
+from django.db import connection
+
+from clusterui.telemetry.metrics import SAMPLE_TABLES
+
+log = logging.getLogger(__name__)
+
+_known: set[tuple[str, dt.date]] = set()
+
+
+def partition_name(table: str, day: dt.date) -> str:
+    return f"{table}_p{day:%Y%m%d}"
+
+
+def _bounds(day: dt.date) -> tuple[str, str]:
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+    return start.isoformat(), (start + dt.timedelta(days=1)).isoformat()
+
+
+def ensure_partitions(days, tables=SAMPLE_TABLES) -> int:
+    """Create the partitions for these days that do not exist yet; return how many.
+
+    Safe to run from many workers at once: creation is serialised by an advisory lock
+    and uses IF NOT EXISTS. Each creation commits on its own, outside any ingest
+    transaction, so a long ingest never holds the parent's lock while it waits.
+    """
+    created = 0
+    for table in tables:
+        for day in sorted(set(days)):
+            if (table, day) in _known:
+                continue
+            name = partition_name(table, day)
+            lo, hi = _bounds(day)
+            with connection.cursor() as cur:
+                cur.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+                if not cur.fetchone()[0]:
+                    lock = zlib.crc32(name.encode())
+                    cur.execute("SELECT pg_advisory_lock(%s)", [lock])
+                    try:
+                        cur.execute(
+                            f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF "{table}" '
+                            f"FOR VALUES FROM ('{lo}') TO ('{hi}')"
+                        )
+                        created += 1
+                    finally:
+                        cur.execute("SELECT pg_advisory_unlock(%s)", [lock])
+            _known.add((table, day))
+    if created:
+        log.info("created %d sample partitions", created)
+    return created
+
+
+def forget_known() -> None:
+    """Clear the in-process cache (after partitions were dropped)."""
+    _known.clear()
+
+
+def existing_partitions(table: str) -> list[tuple[str, dt.date]]:
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT c.relname FROM pg_inherits i
+            JOIN pg_class c ON c.oid = i.inhrelid
+            JOIN pg_class p ON p.oid = i.inhparent
+            WHERE p.relname = %s ORDER BY c.relname
+            """,
+            [table],
+        )
+        names = [row[0] for row in cur.fetchall()]
+    prefix = f"{table}_p"
+    return [
+        (n, dt.datetime.strptime(n[len(prefix):], "%Y%m%d").date())
+        for n in names if n.startswith(prefix)
+    ]
+
+
+def create_ahead(today: dt.date, days_ahead: int) -> int:
+    return ensure_partitions([today + dt.timedelta(days=i) for i in range(-1, days_ahead + 1)])
+
+
+def drop_older_than(cutoff: dt.date, tables=SAMPLE_TABLES) -> list[str]:
+    """Drop every raw partition that ends on or before ``cutoff``."""
+    dropped = []
+    for table in tables:
+        for name, day in existing_partitions(table):
+            if day < cutoff:
+                with connection.cursor() as cur:
+                    cur.execute(f'DROP TABLE IF EXISTS "{name}"')
+                dropped.append(name)
+    forget_known()
+    return dropped

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class WebConfig(AppConfig):
+    name = "clusterui.web"
+    label = "web"
+    verbose_name = "Web UI"

@@ -1,0 +1,57 @@
+"""A worker SIGKILLed in the middle of a batch loses nothing and stores nothing twice.
+
+The batch is caught mid-ingest deterministically: the test holds a row lock on the node, so
+the worker's transaction is blocked inside the task when the worker is killed.
+"""
+
+import psycopg
+import pytest
+from django.db import connection
+
+from clusterui.celery import app
+from clusterui.ingest.models import IngestBatch
+from tests.factories import node_batch
+from tests.services import database_url, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def gpu_samples() -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM telemetry_gpusample")
+        return cur.fetchone()[0]
+
+
+def blocked_ingests() -> int:
+    # A connection of its own: pg_stat_activity is a snapshot per transaction.
+    with psycopg.connect(database_url(), autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE '%INSERT INTO inventory_node%'"
+        ).fetchone()[0]
+
+
+def test_a_worker_killed_mid_batch_loses_nothing(make_worker, broker):
+    first = node_batch(seq=1, samples=4)
+    second = node_batch(seq=2, samples=4, start=first["sent_at"])
+    doomed = make_worker()
+    app.send_task("clusterui.ingest", args=[first], queue="ingest")
+    wait_for(lambda: IngestBatch.objects.count() == 1, timeout=30, what="the first batch")
+
+    with psycopg.connect(database_url()) as lock:
+        lock.execute("SELECT id FROM inventory_node WHERE name = %s FOR UPDATE", [first["node"]])
+        app.send_task("clusterui.ingest", args=[second], queue="ingest")
+        wait_for(lambda: blocked_ingests() == 1, timeout=30,
+                 what="the worker to be inside the second batch")
+        assert broker.hlen("unacked") == 1  # taken from the queue, not yet acknowledged
+        doomed.kill()
+        lock.rollback()
+
+    assert IngestBatch.objects.count() == 1  # the killed transaction committed nothing
+    survivor = make_worker()
+    wait_for(lambda: IngestBatch.objects.count() == 2, timeout=60,
+             what="the killed batch to be redelivered and stored")
+    assert sorted(IngestBatch.objects.values_list("seq", flat=True)) == [1, 2]
+    assert gpu_samples() == 2 * 4 * 8
+    assert "clusterui.ingest" in survivor.log()
+    wait_for(lambda: broker.hlen("unacked") == 0, timeout=30, what="the redelivery to be acked")

@@ -1,0 +1,102 @@
+"""Real services for the tests: Celery workers started as processes, and helpers to wait.
+
+No mocks: a worker here is ``celery -A clusterui worker`` talking to the real Redis and to
+pytest-django's test database, exactly as in production but with short time limits.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "test-output"
+
+
+def database_url() -> str:
+    s = connection.settings_dict
+    user = s.get("USER") or "postgres"
+    password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
+    host = s.get("HOST") or "127.0.0.1"
+    port = s.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{s['NAME']}"
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition"):
+    """Poll until ``predicate()`` is truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+class Worker:
+    """A real Celery worker process (prefork pool) consuming the ingest queue."""
+
+    _count = 0
+
+    def __init__(self, broker_url: str, *, concurrency: int = 1, queues: str = "ingest,default",
+                 extra_env: dict | None = None):
+        Worker._count += 1
+        self.name = f"w{Worker._count}-{os.getpid()}"
+        self.broker_url = broker_url
+        self.concurrency = concurrency
+        self.queues = queues
+        self.extra_env = extra_env or {}
+        (OUTPUT / "workers").mkdir(parents=True, exist_ok=True)
+        self.log_path = OUTPUT / "workers" / f"{self.name}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> "Worker":
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "clusterui.settings_test",
+            "DATABASE_URL": database_url(),
+            "CELERY_BROKER_URL": self.broker_url,
+            **self.extra_env,
+        }
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "clusterui", "worker", "-Q", self.queues,
+             "-c", str(self.concurrency), "-n", f"{self.name}@%h", "--without-mingle",
+             "--without-gossip", "--without-heartbeat", "--loglevel", "INFO"],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_for(self._ready, timeout=timeout, what=f"worker {self.name} to be ready "
+                 f"(log: {self.log_path})")
+        return self
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"worker {self.name} exited with {self.proc.returncode}: "
+                                 f"{self.log_path.read_text()[-3000:]}")
+        return " ready." in self.log_path.read_text()
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker (main process and pool children): no warm shutdown,
+        no chance to requeue anything itself."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if getattr(self, "_log", None):
+            self._log.close()
