@@ -1,0 +1,96 @@
+"""ClusterSim end to end through the real agents, and the clusterui-simcluster command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from collectors.sim.cluster import ClusterSim
+from collectors.sim.scenarios import Scenario
+
+T0 = 1_763_800_000.0
+
+
+def _run(tmp_path, name, seed=1, nodes=2, steps=4, interval=10):
+    sim = ClusterSim(nodes=nodes, seed=seed, start=T0, root_dir=str(tmp_path / name),
+                     interval=interval)  # fmt: skip
+    try:
+        for k in range(steps):
+            sim.step(T0 + k * interval)
+        return sim, sim.flush()
+    finally:
+        sim.close()
+
+
+def test_two_nodes_make_contract1_batches(tmp_path):
+    sim, batches = _run(tmp_path, "a")
+    assert [b["node"] for b in batches] == ["gpu-a001", "gpu-a002"]
+    for batch in batches:
+        assert batch["schema"] == 1 and batch["cluster"] == "demo"
+        assert batch["agent"]["simulated"] is True
+        assert len(batch["gpus"]) == 8
+        assert {n["kind"] for n in batch["nics"]} == {"infiniband", "ethernet"}
+        fields = batch["gpu_samples"]["fields"]
+        last = [r for r in batch["gpu_samples"]["rows"] if r[0] == T0 + 30]
+        assert len(last) == 8
+        for row in last:  # an H100 node: every metric answers
+            assert all(v is not None for f, v in zip(fields, row, strict=True) if f != "job")
+        assert batch["jobs"], "job attribution"
+        for job in batch["jobs"]:
+            truth = next(j for j in sim.jobs if j.id == job["id"])
+            assert job["user"] == truth.user and job["account"] == truth.account
+            assert job["gpus"] == sorted(dict(truth.gpus)[batch["node"]])
+        owners = {r[2] for r in last}
+        assert owners - {None} == {j["id"] for j in batch["jobs"]}
+
+
+def test_same_seed_same_batches(tmp_path):
+    _, first = _run(tmp_path, "a", seed=3)
+    _, second = _run(tmp_path, "b", seed=3)
+    _, other = _run(tmp_path, "c", seed=4)
+
+    def strip(batches):
+        out = []
+        for b in batches:
+            b = dict(b, agent={k: v for k, v in b["agent"].items() if k != "boot_id"})
+            out.append(json.dumps(b, sort_keys=True))
+        return out
+
+    assert strip(first) == strip(second)
+    assert strip(first) != strip(other)
+
+
+def test_demo_cluster_starts_with_every_scenario(tmp_path):
+    sim = ClusterSim(nodes=16, seed=1, start=T0, root_dir=str(tmp_path))
+    try:
+        running = sim.running_jobs(T0)
+        assert {j.scenario for j in running} == set(Scenario)
+        busy = sum(len(n.busy_gpus(T0)) for n in sim.nodes)
+        assert 0.75 * 128 <= busy < 128  # mostly busy, some GPUs free
+        assert {len(j.nodes) for j in running} >= {1, 2}
+        assert {j.gpus_per_node for j in running} >= {1, 2, 4, 8}
+        assert len({j.user for j in running}) >= 4
+        assert {n.layout for n in sim.nodes} == {"slurm-v2", "slurm-v1", "k8s"}
+        assert any(j.scheduler == "kubernetes" for j in running)
+        # jobs keep arriving and ending
+        sim.step(T0)
+        sim.step(T0 + 4 * 3600)
+        assert len(sim.jobs) > len(running)
+        assert any(j.end <= T0 + 4 * 3600 for j in sim.jobs)
+    finally:
+        sim.close()
+
+
+def test_command_backfills_and_prints_batches(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "collectors.sim.cluster", "--nodes", "2", "--backfill", "60",
+         "--duration", "1", "--interval", "10", "--flush", "30", "--stdout",
+         "--root", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    batches = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(batches) >= 4 and {b["node"] for b in batches} == {"gpu-a001", "gpu-a002"}
+    assert all(b["agent"]["simulated"] for b in batches)
+    assert "SIMULATED" in done.stderr
+    assert len(done.stderr.splitlines()) <= 3
