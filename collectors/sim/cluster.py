@@ -185,7 +185,8 @@ class ClusterSim:
         while self.start + (self._tick + 1) * SCHED_TICK <= t:
             self._tick += 1
             tick_t = self.start + self._tick * SCHED_TICK
-            self._advance(tick_t)
+            if tick_t < t:
+                self._advance(tick_t, write=False)
             self._schedule(tick_t)
         self._advance(t)
         for nvml in self.nvmls:
@@ -211,12 +212,12 @@ class ClusterSim:
 
     # -- scheduling -------------------------------------------------------------------
 
-    def _advance(self, t: float) -> None:
+    def _advance(self, t: float, write: bool = True) -> None:
         if t < self.now:
             return
         self.now = t
         for node in self.nodes:
-            node.advance(t)
+            node.advance(t, write=write)
 
     def _free(self, t: float) -> dict[int, list[int]]:
         return {

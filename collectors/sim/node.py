@@ -258,16 +258,18 @@ class SimNode:
 
     # -- time -------------------------------------------------------------------------
 
-    def advance(self, t: float) -> None:
-        """Move the model to time `t` and rewrite the generated trees."""
+    def advance(self, t: float, write: bool = True) -> None:
+        """Move the model to time `t` and rewrite the generated trees (unless `write` is
+        False: a caller passing through times nobody reads saves the file writes)."""
         t = float(t)
         if self.now is not None and t < self.now:
             raise ValueError(f"{self.name}: time goes forward only ({t} < {self.now})")
         if self.now is not None and t > self.now:
             self._integrate(self.now, t)
         self.now = t
-        self.gauges = [self._gauges(g, t) for g in range(self.gpu_count)]
-        self._write_trees(t)
+        if write:
+            self.gauges = [self._gauges(g, t) for g in range(self.gpu_count)]
+            self._write_trees(t)
 
     def _initial_counters(self, g: int) -> GpuCounters:
         uptime = 86400 * (1 + 20 * unit(self.key, 30, g))
