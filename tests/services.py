@@ -100,3 +100,55 @@ class Worker:
                 self.kill()
         if getattr(self, "_log", None):
             self._log.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, with an append-only file, that the test can stop and
+    start (the machine's shared Redis keeps nothing on disk and must not be stopped)."""
+
+    def __init__(self, directory: Path, port: int | None = None):
+        import shutil
+
+        self.server = shutil.which("redis-server")
+        if not self.server:
+            raise AssertionError("redis-server is not installed: apt-get install redis-server")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "PrivateRedis":
+        import redis
+
+        self.proc = subprocess.Popen(
+            [self.server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory)],
+            stdout=open(self.directory / "redis.log", "a"), stderr=subprocess.STDOUT,
+        )
+        client = redis.Redis(port=self.port, socket_connect_timeout=1)
+
+        def up():
+            try:
+                return client.ping()
+            except redis.exceptions.ConnectionError:
+                return False
+
+        wait_for(up, timeout=20, what=f"redis-server on port {self.port}")
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(20)

@@ -36,6 +36,9 @@ class IngestBatch(models.Model):
             models.Index(fields=["received_at"], name="ingestbatch_received_idx"),
         ]
 
+    def __str__(self):
+        return f"{self.node_id}/{self.boot_id[:8]}#{self.seq}"
+
 
 class RejectedBatch(models.Model):
     """A batch refused whole (bad envelope, unknown schema, too large), with the reason."""
@@ -52,3 +55,6 @@ class RejectedBatch(models.Model):
             # The ingest health page lists recent refusals.
             models.Index(fields=["-received_at"], name="rejectedbatch_received_idx"),
         ]
+
+    def __str__(self):
+        return f"{self.node or '?'}: {self.reason}"

@@ -165,7 +165,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
 
     sections = {name: envelope.get(name) for name in ("gpu_samples", "nic_samples", "job_samples")}
     total_rows = 0
-    for name, section in sections.items():
+    for section in sections.values():
         if isinstance(section, dict) and isinstance(section.get("rows"), list):
             total_rows += len(section["rows"])
     if total_rows > max_rows:

@@ -70,3 +70,6 @@ class JobGpu(models.Model):
             # Ingest inserts allocations with ON CONFLICT on (job, gpu).
             models.UniqueConstraint(fields=["job", "gpu"], name="jobgpu_job_gpu_uniq"),
         ]
+
+    def __str__(self):
+        return f"{self.job_id} -> gpu {self.gpu_id}"

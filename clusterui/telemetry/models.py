@@ -35,6 +35,9 @@ class GpuLatest(models.Model):
     throttle_reasons = models.BigIntegerField(null=True)
     energy_j = models.FloatField(null=True)
 
+    def __str__(self):
+        return f"gpu {self.gpu_id} at {self.ts:%Y-%m-%d %H:%M:%S}"
+
 
 class NicLatest(models.Model):
     nic = models.OneToOneField("inventory.Nic", on_delete=models.CASCADE, primary_key=True,
@@ -42,6 +45,9 @@ class NicLatest(models.Model):
     ts = models.DateTimeField()
     rx_bytes_per_s = models.FloatField(null=True)
     tx_bytes_per_s = models.FloatField(null=True)
+
+    def __str__(self):
+        return f"nic {self.nic_id} at {self.ts:%Y-%m-%d %H:%M:%S}"
 
 
 class GpuEvent(models.Model):
@@ -61,3 +67,6 @@ class GpuEvent(models.Model):
             # The node and job pages list a GPU's events over a time range.
             models.Index(fields=["gpu", "-ts"], name="gpuevent_gpu_ts_idx"),
         ]
+
+    def __str__(self):
+        return f"{self.kind} {self.code or ''} on gpu {self.gpu_id} at {self.ts:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,38 @@
+# ClusterUI: the two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STACK  := $(PY) scripts/devstack.py
+
+.PHONY: demo test bench lint venv clean
+
+# The virtualenv is rebuilt when the pinned dependencies change.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[server,test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+## Run the product on a simulated 16-node cluster: web UI, Celery worker and beat, simulator.
+demo: venv
+	$(STACK) demo
+
+## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP and Chromium.
+test: venv
+	$(PY) -m ruff check .
+	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py check --fail-level WARNING
+	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py makemigrations --check --dry-run
+	$(STACK) run -- $(PY) -m pytest
+
+## The benchmarks in benchmarks/, each printing its figures.
+bench: venv
+	$(STACK) run -- $(PY) benchmarks/run_all.py
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+clean:
+	rm -rf $(VENV) var test-output staticfiles

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""The local stack behind ``make demo``, ``make test`` and ``make bench``.
+
+It uses PostgreSQL and Redis on their default local ports when they answer, and otherwise
+starts private ones under ``var/`` from the installed ``postgres`` / ``redis-server``
+binaries; when neither is possible it says exactly what to install.
+
+    devstack.py demo              # the whole product on a simulated cluster; Ctrl-C stops it
+    devstack.py run -- CMD ...    # run CMD with DATABASE_URL etc. pointing at the stack
+"""
+
+import argparse
+import glob
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = ROOT / "var"
+VENV_BIN = Path(sys.executable).parent
+PRIVATE_PG_PORT = 55432
+PRIVATE_REDIS_PORT = 56379
+
+children: list[subprocess.Popen] = []
+
+
+def say(message: str) -> None:
+    print(f"[clusterui] {message}", flush=True)
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait_port(host: str, port: int, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not port_open(host, port):
+        if time.monotonic() > deadline:
+            sys.exit(f"[clusterui] {what} did not come up on {host}:{port} within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def find_binary(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
+    return candidates[0] if candidates else None
+
+
+# --- PostgreSQL ------------------------------------------------------------------------
+
+def postgres_url() -> str:
+    if os.environ.get("DATABASE_URL"):
+        return os.environ["DATABASE_URL"]
+    if port_open("127.0.0.1", 5432):
+        return "postgres://postgres@127.0.0.1:5432/clusterui"
+    if port_open("127.0.0.1", PRIVATE_PG_PORT):
+        return f"postgres://postgres@127.0.0.1:{PRIVATE_PG_PORT}/clusterui"
+    initdb, pg_ctl = find_binary("initdb"), find_binary("pg_ctl")
+    if not (initdb and pg_ctl):
+        sys.exit("[clusterui] PostgreSQL is not answering on 127.0.0.1:5432 and no postgres "
+                 "binaries were found to start a private one.\n  Install it: "
+                 "sudo apt-get install postgresql  (or set DATABASE_URL)")
+    data = VAR / "pg"
+    run_as = _unprivileged_prefix(data)
+    if not (data / "PG_VERSION").exists():
+        data.mkdir(parents=True, exist_ok=True)
+        say(f"creating a private PostgreSQL in {data}")
+        _chown_for(data)
+        subprocess.run([*run_as, initdb, "-D", str(data), "-U", "postgres", "--auth=trust",
+                        "-E", "UTF8"], check=True, stdout=subprocess.DEVNULL)
+    say(f"starting a private PostgreSQL on port {PRIVATE_PG_PORT}")
+    subprocess.run([*run_as, pg_ctl, "-D", str(data), "-l", str(data / "server.log"), "-w",
+                    "-o", f"-p {PRIVATE_PG_PORT} -k {data} -c listen_addresses=127.0.0.1",
+                    "start"], check=True, stdout=subprocess.DEVNULL)
+    return f"postgres://postgres@127.0.0.1:{PRIVATE_PG_PORT}/clusterui"
+
+
+def _unprivileged_prefix(path: Path) -> list[str]:
+    """PostgreSQL refuses to run as root: run it as the ``postgres`` user when we are root."""
+    if os.geteuid() != 0:
+        return []
+    runuser = shutil.which("runuser")
+    if not runuser:
+        sys.exit("[clusterui] running as root and cannot drop to the postgres user (no runuser)")
+    return [runuser, "-u", "postgres", "--"]
+
+
+def _chown_for(path: Path) -> None:
+    if os.geteuid() == 0:
+        shutil.chown(path, "postgres", "postgres")
+
+
+def ensure_database(url: str) -> None:
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres".replace("postgres://", "postgresql://", 1),
+                         autocommit=True, connect_timeout=5) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            say(f"creating database {name}")
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+# --- Redis ------------------------------------------------------------------------------
+
+def redis_url(persistent: bool = False) -> str:
+    if os.environ.get("CELERY_BROKER_URL"):
+        return os.environ["CELERY_BROKER_URL"]
+    if port_open("127.0.0.1", 6379):
+        return "redis://127.0.0.1:6379/0"
+    if port_open("127.0.0.1", PRIVATE_REDIS_PORT):
+        return f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}/0"
+    server = shutil.which("redis-server")
+    if not server:
+        sys.exit("[clusterui] Redis is not answering on 127.0.0.1:6379 and redis-server is not "
+                 "installed.\n  Install it: sudo apt-get install redis-server  "
+                 "(or set CELERY_BROKER_URL)")
+    data = VAR / "redis"
+    data.mkdir(parents=True, exist_ok=True)
+    say(f"starting a private Redis on port {PRIVATE_REDIS_PORT} (append-only file in {data})")
+    subprocess.run([server, "--port", str(PRIVATE_REDIS_PORT), "--bind", "127.0.0.1",
+                    "--dir", str(data), "--appendonly", "yes", "--daemonize", "yes",
+                    "--logfile", str(data / "redis.log")], check=True)
+    wait_port("127.0.0.1", PRIVATE_REDIS_PORT, "Redis")
+    return f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}/0"
+
+
+def stack_env() -> dict:
+    db = postgres_url()
+    ensure_database(db)
+    env = dict(os.environ, DATABASE_URL=db, CELERY_BROKER_URL=redis_url())
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    # The test suite's broker is a separate Redis database on the same server.
+    env.setdefault("TEST_BROKER_URL", env["CELERY_BROKER_URL"].rsplit("/", 1)[0] + "/9")
+    return env
+
+
+# --- the demo ---------------------------------------------------------------------------
+
+def manage(env: dict, *args: str) -> None:
+    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def spawn(name: str, cmd: list[str], env: dict) -> subprocess.Popen:
+    logs = VAR / "log"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = open(logs / f"{name}.log", "a")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    proc.name = name
+    children.append(proc)
+    return proc
+
+
+def stop_children(*_):
+    for proc in children:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for proc in children:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    children.clear()
+
+
+def demo(args) -> None:
+    env = stack_env()
+    secret_file = VAR / "secret_key"
+    if not secret_file.exists():
+        secret_file.write_text(secrets.token_urlsafe(48))
+    env.update(
+        SECRET_KEY=secret_file.read_text().strip(), DEBUG="0", STATIC_MANIFEST="1",
+        # The demo serves plain http on localhost: secure-only cookies would never be sent.
+        SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", SECURE_HSTS_SECONDS="0",
+        SITE_URL=f"http://localhost:{args.port}",
+        ALLOWED_HOSTS=env.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]"),
+    )
+    say("applying database migrations")
+    manage(env, "migrate", "--no-input", "-v", "0")
+    manage(env, "collectstatic", "--no-input", "-v", "0")
+    manage(env, "demo_users")
+    signal.signal(signal.SIGINT, stop_children)
+    signal.signal(signal.SIGTERM, stop_children)
+    bin_ = str(VENV_BIN)
+    spawn("web", [f"{bin_}/gunicorn", "clusterui.wsgi", "-b", f"127.0.0.1:{args.port}",
+                  "-w", "2", "--access-logfile", "-"], env)
+    spawn("worker", [f"{bin_}/celery", "-A", "clusterui", "worker", "-Q", "ingest,default",
+                     "-c", "2", "-n", "demo@%h", "--loglevel", "INFO"], env)
+    spawn("beat", [f"{bin_}/celery", "-A", "clusterui", "beat", "--loglevel", "INFO",
+                   "-s", str(VAR / "celerybeat-schedule")], env)
+    spawn("simcluster", [
+        f"{bin_}/clusterui-simcluster", "--nodes", str(args.nodes), "--gpus", str(args.gpus),
+        "--seed", str(args.seed), "--interval", str(args.interval), "--flush",
+        str(args.interval), "--broker-url", env["CELERY_BROKER_URL"], "--cluster", "demo",
+        "--root", str(VAR / "sim"), "--spool-dir", str(VAR / "spool"),
+        "--backfill", str(args.backfill)], env)
+    wait_port("127.0.0.1", args.port, "the web server")
+    say("")
+    say(f"ClusterUI is running: http://localhost:{args.port}/")
+    say("  sign in as  admin / clusterui-demo   (staff: sees every job)")
+    say("          or  alice / clusterui-demo   (a researcher: sees her own jobs)")
+    say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs is feeding it, "
+        f"with {args.backfill // 60} min of history")
+    say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")
+    while children:
+        for proc in list(children):
+            if proc.poll() is not None:
+                say(f"{proc.name} exited with {proc.returncode}; see var/log/{proc.name}.log")
+                stop_children()
+                sys.exit(1)
+        time.sleep(1)
+
+
+def run(args) -> None:
+    env = stack_env()
+    sys.exit(subprocess.call(args.command, cwd=ROOT, env=env))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    d = sub.add_parser("demo", help="run the product on a simulated cluster")
+    d.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", 8000)))
+    d.add_argument("--nodes", type=int, default=16)
+    d.add_argument("--gpus", type=int, default=8)
+    d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--interval", type=float, default=10)
+    d.add_argument("--backfill", type=int, default=3600, help="seconds of history to generate")
+    d.set_defaults(func=demo)
+    r = sub.add_parser("run", help="run a command against the stack")
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    r.set_defaults(func=run)
+    args = parser.parse_args()
+    if args.what == "run" and args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
