@@ -25,6 +25,8 @@ class CelerySender:
         from celery import Celery  # imported here: --once --stdout never needs it
 
         self.queue = queue
+        self.broker_url = broker_url
+        self._connection = None
         self.app = Celery("clusterui-collector", broker=broker_url, set_as_current=False)
         self.app.conf.update(
             task_serializer="json",
@@ -44,16 +46,34 @@ class CelerySender:
         )
 
     def send(self, batch: dict) -> None:
-        self.app.send_task(
-            TASK_NAME,
-            args=[batch],
-            queue=self.queue,
-            serializer="json",
-            retry=False,
-            ignore_result=True,
-        )
+        # An explicit connection: Celery would otherwise let a CELERY_BROKER_URL in the
+        # environment override the configured broker_url.
+        if self._connection is None:
+            self._connection = self.app.connection_for_write(self.broker_url)
+        try:
+            self.app.send_task(
+                TASK_NAME,
+                args=[batch],
+                queue=self.queue,
+                serializer="json",
+                retry=False,
+                ignore_result=True,
+                connection=self._connection,
+            )
+        except BaseException:
+            self._drop_connection()
+            raise
+
+    def _drop_connection(self) -> None:
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+            self._connection = None
 
     def close(self) -> None:
+        self._drop_connection()
         self.app.close()
 
 

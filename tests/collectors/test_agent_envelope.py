@@ -3,11 +3,17 @@ import logging
 import os
 
 import pytest
-from collector_fakes import FakeGpu, FakeNVML
-from conftest import add_ib_port, add_netdev, set_ib_counters, set_netdev_counters, write
 
 from collectors.agent import Agent
 from collectors.config import Config
+from tests.collectors.collector_fakes import FakeGpu, FakeNVML
+from tests.collectors.sysfs_trees import (
+    add_ib_port,
+    add_netdev,
+    set_ib_counters,
+    set_netdev_counters,
+    write,
+)
 
 EXAMPLE = "/work/shared/contract1-example.json"
 

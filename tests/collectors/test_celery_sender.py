@@ -44,6 +44,15 @@ def test_send_puts_one_json_task_on_the_queue(queue):
     assert decode(client.rpop(name)) == [batch]
 
 
+def test_configured_url_wins_over_celery_env(queue, monkeypatch):
+    client, name = queue
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:6379/9")
+    sender = CelerySender(REDIS_URL, name)
+    sender.send({"schema": 1})
+    sender.close()
+    assert client.llen(name) == 1
+
+
 def test_unreachable_broker_fails_fast_then_spool_replays(queue, tmp_path):
     client, name = queue
     dead = CelerySender("redis://127.0.0.1:1/15", name)

@@ -1,10 +1,10 @@
 import time
 
 import pynvml
-from collector_fakes import FakeGpu, FakeNVML
 
 from collectors.gpu.inventory import normalise_bus_id
 from collectors.gpu.source import GpuSource
+from tests.collectors.collector_fakes import FakeGpu, FakeNVML
 
 
 class Clock:

@@ -1,12 +1,12 @@
 import os
 
 import pytest
-from conftest import add_process, write
 
 from collectors.attribution import JobAttributor
 from collectors.attribution.cgroup import job_from_path, job_of_cgroup_text
 from collectors.attribution.jobmap import parse_map_file
 from collectors.attribution.metadata import Scontrol, parse_scontrol_json
+from tests.collectors.sysfs_trees import add_process, write
 
 UUID0 = "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"
 UUID1 = "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"

@@ -1,8 +1,13 @@
 import os
 
-from conftest import add_ib_port, add_netdev, set_ib_counters, set_netdev_counters, write
-
 from collectors.nic import NicSource, parse_eth_speed, parse_ib_rate
+from tests.collectors.sysfs_trees import (
+    add_ib_port,
+    add_netdev,
+    set_ib_counters,
+    set_netdev_counters,
+    write,
+)
 
 
 def test_ib_rate_parsing():
