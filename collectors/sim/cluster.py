@@ -236,6 +236,8 @@ class ClusterSim:
     def _initial_jobs(self) -> None:
         rng = random.Random(mix(self.seed, 0xC1))
         for scenario in INITIAL_ORDER:
+            if scenario in NEEDS_FULL_NODE and len(self.nodes) < 4:
+                continue  # on a tiny cluster whole-node jobs would crowd out the rest
             self._start_job(rng, scenario, self.start, initial=True)
         total = len(self.nodes) * self.gpus_per_node
         for _ in range(4 * total):
