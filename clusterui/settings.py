@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "clusterui.jobs",
     "clusterui.telemetry",
     "clusterui.ingest",
+    "clusterui.findings",
     "clusterui.web",
 ]
 

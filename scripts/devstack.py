@@ -179,6 +179,7 @@ def stop_children(*_):
 
 def demo(args) -> None:
     env = stack_env()
+    VAR.mkdir(exist_ok=True)
     secret_file = VAR / "secret_key"
     if not secret_file.exists():
         secret_file.write_text(secrets.token_urlsafe(48))
