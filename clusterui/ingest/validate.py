@@ -40,6 +40,7 @@ class Batch:
     seq: int
     sent_at: float | None
     agent_version: str
+    interval_s: float | None
     simulated: bool
     spool_dropped: int
     gpus: dict[int, dict] = field(default_factory=dict)  # batch index -> inventory entry
@@ -162,6 +163,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     spool_dropped, err2 = _optional_number(agent.get("spool_dropped"), 0, 1 << 31, integer=True)
     sent_at = envelope.get("sent_at")
     sent_at = float(sent_at) if _is_number(sent_at) and math.isfinite(sent_at) else None
+    interval, err3 = _optional_number(envelope.get("interval_s"), 0.01, 86400)
 
     sections = {name: envelope.get(name) for name in ("gpu_samples", "nic_samples", "job_samples")}
     total_rows = 0
@@ -177,6 +179,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     batch = Batch(
         cluster=cluster, node=node, boot_id=boot_id, seq=seq, sent_at=sent_at,
         agent_version="" if err else (version or ""),
+        interval_s=None if err3 else interval,
         simulated=agent.get("simulated") is True,
         spool_dropped=0 if err2 else (spool_dropped or 0),
     )
@@ -184,6 +187,8 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
         batch.reject(f"agent.version: {err}", repr(agent.get("version"))[:80])
     if err2:
         batch.reject(f"agent.spool_dropped: {err2}", repr(agent.get("spool_dropped"))[:80])
+    if err3:
+        batch.reject(f"interval_s: {err3}", repr(envelope.get("interval_s"))[:80])
 
     _gpus(batch, envelope.get("gpus"))
     _nics(batch, envelope.get("nics"))

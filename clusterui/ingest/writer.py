@@ -71,15 +71,19 @@ def _store(batch: Batch, stamps: list[float], received_at: dt.datetime) -> Store
         cur.execute(
             """
             INSERT INTO inventory_node
-                (cluster_id, name, agent_version, simulated, first_seen, last_seen)
-            VALUES (%s, %s, %s, %s, %s, %s)
+                (cluster_id, name, agent_version, simulated, sample_interval_s, first_seen,
+                 last_seen)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (cluster_id, name) DO UPDATE SET
                 agent_version = EXCLUDED.agent_version,
                 simulated = EXCLUDED.simulated,
+                sample_interval_s = COALESCE(EXCLUDED.sample_interval_s,
+                                             inventory_node.sample_interval_s),
                 last_seen = GREATEST(inventory_node.last_seen, EXCLUDED.last_seen)
             RETURNING id
             """,
-            (cluster_id, batch.node, batch.agent_version, batch.simulated, seen_at, seen_at),
+            (cluster_id, batch.node, batch.agent_version, batch.simulated, batch.interval_s,
+             seen_at, seen_at),
         )
         node_id = cur.fetchone()[0]
         cur.execute(

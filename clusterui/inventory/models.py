@@ -26,6 +26,8 @@ class Node(models.Model):
     agent_version = models.CharField(max_length=32, blank=True)
     # Set when the node's collector runs on the NVML simulator: the UI labels it.
     simulated = models.BooleanField(default=False)
+    # The collector's sampling interval: charts never bucket finer than this.
+    sample_interval_s = models.FloatField(null=True)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
 

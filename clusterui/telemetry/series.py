@@ -19,7 +19,7 @@ from clusterui.telemetry.metrics import (
     NIC_SAMPLE_TABLE,
 )
 
-MAX_POINTS = 720
+MAX_POINTS = 600
 # Bucket widths a chart may use, in seconds; the smallest that keeps the range within
 # MAX_POINTS wins (never finer than the 1 s a collector can sample at).
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
@@ -33,6 +33,8 @@ class SeriesError(ValueError):
 
 def pick_step(start: dt.datetime, end: dt.datetime, *, max_points: int = MAX_POINTS,
               minimum: float = 1) -> int:
+    """The finest bucket that keeps the range within ``max_points``, and no finer than
+    ``minimum`` (the collectors' sampling interval: finer buckets would be half empty)."""
     span = (end - start).total_seconds()
     for step in STEPS:
         if step >= minimum and span / step <= max_points:
@@ -69,8 +71,8 @@ def _check(start, end, metrics, known, step):
         raise SeriesError(f"step {step} s gives too many points for this range")
 
 
-def _read(table: str, key_col: str, keys, metrics, start, end, step, agg) -> Series:
-    step = step or pick_step(start, end)
+def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimum) -> Series:
+    step = step or pick_step(start, end, minimum=minimum)
     origin = _ORIGIN
     first = origin + dt.timedelta(seconds=((start - origin).total_seconds() // step) * step)
     axis = []
@@ -107,17 +109,17 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg) -> Ser
     return out
 
 
-def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg") -> Series:
+def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:
     _check(start, end, metrics, GPU_METRIC_NAMES, step)
-    return _read(GPU_SAMPLE_TABLE, "gpu_id", gpu_ids, list(metrics), start, end, step, agg)
+    return _read(GPU_SAMPLE_TABLE, "gpu_id", gpu_ids, list(metrics), start, end, step, agg, minimum)
 
 
-def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg") -> Series:
+def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:
     _check(start, end, metrics, NIC_METRIC_NAMES, step)
-    return _read(NIC_SAMPLE_TABLE, "nic_id", nic_ids, list(metrics), start, end, step, agg)
+    return _read(NIC_SAMPLE_TABLE, "nic_id", nic_ids, list(metrics), start, end, step, agg, minimum)
 
 
-def job_host_series(job_ids, metrics, start, end, *, step=None, agg="avg") -> Series:
+def job_host_series(job_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:
     """A job's host CPU and memory (summed over its nodes per sample time, then bucketed)."""
     _check(start, end, metrics, JOB_METRIC_NAMES, step)
-    return _read(JOB_SAMPLE_TABLE, "job_id", job_ids, list(metrics), start, end, step, agg)
+    return _read(JOB_SAMPLE_TABLE, "job_id", job_ids, list(metrics), start, end, step, agg, minimum)

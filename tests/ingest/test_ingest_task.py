@@ -83,6 +83,7 @@ def test_the_contract_example_lands_with_every_value(worker):
     # Inventory, job and event.
     node = Node.objects.get()
     assert (node.cluster.name, node.name, node.agent_version) == ("example", "gpu-a017", "0.1.0")
+    assert node.sample_interval_s == 10
     gpus = {g.index: g for g in Gpu.objects.all()}
     for entry in envelope["gpus"]:
         g = gpus[entry["index"]]
