@@ -1,0 +1,28 @@
+"""Filtering of the findings list: one FilterSet serves the web UI and the API."""
+
+import django_filters
+
+from clusterui.findings.choices import FindingKind, FindingState, Severity
+from clusterui.findings.models import Finding
+
+
+class FindingFilterSet(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=FindingKind.choices)
+    severity = django_filters.ChoiceFilter(choices=Severity.choices)
+    state = django_filters.ChoiceFilter(choices=FindingState.choices)
+    user = django_filters.CharFilter(field_name="job__user")
+    account = django_filters.CharFilter(field_name="job__account")
+    job = django_filters.NumberFilter(field_name="job_id")
+    node = django_filters.CharFilter(field_name="node__name")
+    acknowledged = django_filters.BooleanFilter(field_name="acknowledged_at",
+                                                lookup_expr="isnull", exclude=True)
+    since = django_filters.IsoDateTimeFilter(field_name="last_seen", lookup_expr="gte",
+                                             help_text="Seen at or after (ISO 8601)")
+    ordering = django_filters.OrderingFilter(
+        fields=(("last_seen", "last_seen"), ("first_seen", "first_seen"),
+                ("wasted_gpu_hours", "wasted"), ("severity", "severity")),
+    )
+
+    class Meta:
+        model = Finding
+        fields = []

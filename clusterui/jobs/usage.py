@@ -1,0 +1,51 @@
+"""GPU-hours and waste per user and per account over a period.
+
+A job counts toward a period when it was active in it; its figures are its whole-job
+efficiency (``JobEfficiency``), as computed by the detector pass.
+"""
+
+import datetime as dt
+
+from django.db.models import Count, FloatField, Q, Sum
+from django.db.models.functions import Coalesce
+
+GROUPS = ("user", "account")
+
+
+def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
+                  limit: int | None = None) -> list[dict]:
+    """Rows ``{"name", "jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours",
+    "efficiency_pct"}`` for the jobs (an already ``visible_to``-scoped queryset) active in
+    [start, end), most wasted first."""
+    if group not in GROUPS:
+        raise ValueError(f"group must be one of {', '.join(GROUPS)}")
+    active = jobs.filter(Q(started_at__lt=end) | Q(started_at__isnull=True)).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gte=start))
+    zero = 0.0
+    rows = (
+        active.values(group)
+        .annotate(
+            jobs=Count("id"),
+            gpu_hours=Coalesce(Sum("efficiency__gpu_hours_allocated"), zero,
+                               output_field=FloatField()),
+            used_gpu_hours=Coalesce(Sum("efficiency__gpu_hours_used"), zero,
+                                    output_field=FloatField()),
+            wasted_gpu_hours=Coalesce(Sum("efficiency__gpu_hours_wasted"), zero,
+                                      output_field=FloatField()),
+        )
+        .order_by("-wasted_gpu_hours", group)
+    )
+    if limit:
+        rows = rows[:limit]
+    out = []
+    for row in rows:
+        hours = row["gpu_hours"]
+        out.append({
+            "name": row[group] or "(unknown)",
+            "jobs": row["jobs"],
+            "gpu_hours": hours,
+            "used_gpu_hours": row["used_gpu_hours"],
+            "wasted_gpu_hours": row["wasted_gpu_hours"],
+            "efficiency_pct": 100.0 * row["used_gpu_hours"] / hours if hours else None,
+        })
+    return out
