@@ -26,8 +26,12 @@ VAR = ROOT / "var"
 VENV_BIN = Path(sys.executable).parent
 PRIVATE_PG_PORT = 55432
 PRIVATE_REDIS_PORT = 56379
+# DEVSTACK_PRIVATE=1 ignores services on the default ports and uses private ones under var/.
+PRIVATE_ONLY = os.environ.get("DEVSTACK_PRIVATE") == "1"
 
 children: list[subprocess.Popen] = []
+# Private services this run started, stopped again when it ends: (description, command).
+started_services: list[tuple[str, list[str]]] = []
 
 
 def say(message: str) -> None:
@@ -61,9 +65,9 @@ def find_binary(name: str) -> str | None:
 # --- PostgreSQL ------------------------------------------------------------------------
 
 def postgres_url() -> str:
-    if os.environ.get("DATABASE_URL"):
+    if os.environ.get("DATABASE_URL") and not PRIVATE_ONLY:
         return os.environ["DATABASE_URL"]
-    if port_open("127.0.0.1", 5432):
+    if not PRIVATE_ONLY and port_open("127.0.0.1", 5432):
         return "postgres://postgres@127.0.0.1:5432/clusterui"
     if port_open("127.0.0.1", PRIVATE_PG_PORT):
         return f"postgres://postgres@127.0.0.1:{PRIVATE_PG_PORT}/clusterui"
@@ -84,6 +88,8 @@ def postgres_url() -> str:
     subprocess.run([*run_as, pg_ctl, "-D", str(data), "-l", str(data / "server.log"), "-w",
                     "-o", f"-p {PRIVATE_PG_PORT} -k {data} -c listen_addresses=127.0.0.1",
                     "start"], check=True, stdout=subprocess.DEVNULL)
+    started_services.append(("PostgreSQL", [*run_as, pg_ctl, "-D", str(data), "-m", "fast",
+                                            "stop"]))
     return f"postgres://postgres@127.0.0.1:{PRIVATE_PG_PORT}/clusterui"
 
 
@@ -116,9 +122,9 @@ def ensure_database(url: str) -> None:
 # --- Redis ------------------------------------------------------------------------------
 
 def redis_url(persistent: bool = False) -> str:
-    if os.environ.get("CELERY_BROKER_URL"):
+    if os.environ.get("CELERY_BROKER_URL") and not PRIVATE_ONLY:
         return os.environ["CELERY_BROKER_URL"]
-    if port_open("127.0.0.1", 6379):
+    if not PRIVATE_ONLY and port_open("127.0.0.1", 6379):
         return "redis://127.0.0.1:6379/0"
     if port_open("127.0.0.1", PRIVATE_REDIS_PORT):
         return f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}/0"
@@ -134,7 +140,17 @@ def redis_url(persistent: bool = False) -> str:
                     "--dir", str(data), "--appendonly", "yes", "--daemonize", "yes",
                     "--logfile", str(data / "redis.log")], check=True)
     wait_port("127.0.0.1", PRIVATE_REDIS_PORT, "Redis")
+    cli = shutil.which("redis-cli")
+    if cli:
+        started_services.append(("Redis", [cli, "-p", str(PRIVATE_REDIS_PORT), "shutdown"]))
     return f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}/0"
+
+
+def stop_services() -> None:
+    while started_services:
+        what, command = started_services.pop()
+        say(f"stopping the private {what}")
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def stack_env() -> dict:
@@ -217,18 +233,28 @@ def demo(args) -> None:
     say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs is feeding it, "
         f"with {args.backfill // 60} min of history")
     say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")
-    while children:
-        for proc in list(children):
-            if proc.poll() is not None:
-                say(f"{proc.name} exited with {proc.returncode}; see var/log/{proc.name}.log")
-                stop_children()
-                sys.exit(1)
-        time.sleep(1)
+    try:
+        while children:
+            for proc in list(children):
+                if proc.poll() is not None:
+                    say(f"{proc.name} exited with {proc.returncode}; "
+                        f"see var/log/{proc.name}.log")
+                    stop_children()
+                    sys.exit(1)
+            time.sleep(1)
+    finally:
+        stop_children()
+        stop_services()
+        say("stopped")
 
 
 def run(args) -> None:
-    env = stack_env()
-    sys.exit(subprocess.call(args.command, cwd=ROOT, env=env))
+    try:
+        env = stack_env()
+        code = subprocess.call(args.command, cwd=ROOT, env=env)
+    finally:
+        stop_services()
+    sys.exit(code)
 
 
 def main() -> None:
