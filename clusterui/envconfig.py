@@ -138,3 +138,79 @@ def env_email(environ=None) -> dict:
         "EMAIL_USE_TLS": env_bool("EMAIL_TLS", False, environ=environ),
         "EMAIL_USE_SSL": env_bool("EMAIL_SSL", False, environ=environ),
     }
+
+
+def env_choice(name: str, default: str, choices, *, environ=None) -> str:
+    """One of ``choices`` (case-insensitive)."""
+    value = env_str(name, default, environ=environ).strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def env_mapping(name: str, *, environ=None) -> dict[str, list[str]]:
+    """``key=a,b;key2=c`` into ``{"key": ["a", "b"], "key2": ["c"]}`` (empty when unset)."""
+    value = _raw(name, environ)
+    mapping: dict[str, list[str]] = {}
+    for part in (value or "").split(";"):
+        if not part.strip():
+            continue
+        key, sep, items = part.partition("=")
+        key = key.strip()
+        values = [item.strip() for item in items.split(",") if item.strip()]
+        if not sep or not key or not values:
+            raise ImproperlyConfigured(
+                f"{name} must look like 'key=a,b;other=c', got the part {part.strip()!r}"
+            )
+        mapping.setdefault(key, []).extend(values)
+    return mapping
+
+
+def env_time_window(name: str, *, environ=None):
+    """``HH:MM-HH:MM`` (local time; it may span midnight) as two ``datetime.time``, or None
+    when unset or empty."""
+    import datetime as dt
+
+    value = (_raw(name, environ) or "").strip()
+    if not value:
+        return None
+    try:
+        start, end = (dt.time.fromisoformat(p.strip()) for p in value.split("-"))
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"{name} must be a local time range HH:MM-HH:MM (e.g. 20:00-08:00), got {value!r}"
+        ) from None
+    if start == end:
+        raise ImproperlyConfigured(f"{name} starts and ends at the same time: {value!r}")
+    return start, end
+
+
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def _weekday(token: str) -> int:
+    token = token.strip()
+    return _WEEKDAYS.index(token) if token in _WEEKDAYS else _WEEKDAY_NAMES.index(token)
+
+
+def env_weekdays(name: str, default: str, *, environ=None) -> frozenset[int]:
+    """Days of the week as ``mon,tue,...`` or ranges ``mon-fri``; 0 is Monday."""
+    value = env_str(name, default, environ=environ)
+    days: set[int] = set()
+    for part in value.lower().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        try:
+            a = _weekday(first)
+            b = _weekday(last) if last else a
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name} must list days as mon,tue,... or a range like mon-fri, got {value!r}"
+            ) from None
+        days.update(range(a, b + 1) if a <= b else [*range(a, 7), *range(0, b + 1)])
+    if not days:
+        raise ImproperlyConfigured(f"{name} names no day of the week: {value!r}")
+    return frozenset(days)

@@ -11,12 +11,16 @@ import plotly
 
 from clusterui.envconfig import (
     env_bool,
+    env_choice,
     env_database,
     env_email,
     env_float,
     env_int,
     env_list,
+    env_mapping,
     env_str,
+    env_time_window,
+    env_weekdays,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -42,6 +46,7 @@ INSTALLED_APPS = [
     "clusterui.ingest",
     "clusterui.findings",
     "clusterui.web",
+    "clusterui.alerts",
 ]
 
 MIDDLEWARE = [
@@ -69,6 +74,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "clusterui.alerts.context_processors.alerts",
             ],
         },
     },
@@ -114,6 +120,8 @@ vars().update(env_email())
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "ClusterUI <clusterui@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 ADMINS = [("Admin", a) for a in env_list("ADMIN_EMAILS", [])]
+# Seconds before a silent SMTP server counts as down (Django's default is to wait forever).
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20, minimum=1)
 
 # Production hardening; on by default whenever DEBUG is off.
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
@@ -165,6 +173,32 @@ JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 300, minimum=30)
 NODE_SILENT_AFTER_S = env_int("NODE_SILENT_AFTER_S", 120, minimum=10)
 PARTITION_DAYS_AHEAD = env_int("PARTITION_DAYS_AHEAD", 3, minimum=1, maximum=60)
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
+
+# --- Alert emails (clusterui/alerts, docs/operations.md "Email") ----------------------
+ALERT_EMAILS_ENABLED = env_bool("ALERT_EMAILS_ENABLED", True)
+# A job's owner is the Django user whose username is the job's user; when that user has no
+# email (or does not exist), this pattern gives the address, e.g. "{user}@example.org".
+ALERT_EMAIL_PATTERN = env_str("ALERT_EMAIL_PATTERN", "")
+# Copy every finding email to ADMIN_EMAILS, and to the managers of the job's account
+# ("nlp=lead@example.org,deputy@example.org;vision=v@example.org").
+ALERT_NOTIFY_ADMINS = env_bool("ALERT_NOTIFY_ADMINS", False)
+ALERT_ACCOUNT_MANAGERS = env_mapping("ALERT_ACCOUNT_MANAGERS")
+ALERT_MIN_SEVERITY = env_choice("ALERT_MIN_SEVERITY", "warning", ("info", "warning", "critical"))
+# At most this many finding emails per address and local day (the digest does not count).
+ALERT_DAILY_LIMIT = env_int("ALERT_DAILY_LIMIT", 10, minimum=1)
+# Emails wait (they are not dropped) during quiet hours and on days not listed (TIME_ZONE).
+ALERT_QUIET_HOURS = env_time_window("ALERT_QUIET_HOURS")
+ALERT_WEEKDAYS = env_weekdays("ALERT_WEEKDAYS", "mon-sun")
+# The admins' daily digest goes out at the first check after this local hour.
+ALERT_DIGEST_HOUR = env_int("ALERT_DIGEST_HOUR", 7, minimum=0, maximum=23)
+ALERT_DIGEST_TOP = env_int("ALERT_DIGEST_TOP", 10, minimum=1, maximum=100)
+# A failed SMTP send is retried after BASE, 2 x BASE, 4 x BASE ... seconds, at most MAX apart.
+ALERT_RETRY_BASE_S = env_int("ALERT_RETRY_BASE_S", 60, minimum=1)
+ALERT_RETRY_MAX_S = env_int("ALERT_RETRY_MAX_S", 3600, minimum=ALERT_RETRY_BASE_S)
+ALERT_BATCH = env_int("ALERT_BATCH", 200, minimum=1, maximum=10_000)
+ALERT_LOG_RETENTION_DAYS = env_int("ALERT_LOG_RETENTION_DAYS", 180, minimum=1)
+# The demo's SMTP sink writes a Maildir here; set, it enables the /demo/mail/ pages.
+DEMO_MAILBOX_DIR = env_str("DEMO_MAILBOX_DIR", "")
 
 LOGGING = {
     "version": 1,

@@ -205,6 +205,12 @@ def demo(args) -> None:
         SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", SECURE_HSTS_SECONDS="0",
         SITE_URL=f"http://localhost:{args.port}",
         ALLOWED_HOSTS=env.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]"),
+        # Alert emails go to a local SMTP sink whose Maildir the web UI shows at /demo/mail/.
+        EMAIL_URL=f"smtp://127.0.0.1:{args.smtp_port}", DEMO_MAILBOX_DIR=str(VAR / "mail"),
+        ADMIN_EMAILS=env.get("ADMIN_EMAILS", "admin@localhost"),
+        # The admins' digest at the first check of the day, a couple of minutes in.
+        ALERT_DIGEST_HOUR=env.get("ALERT_DIGEST_HOUR", "0"),
+        BEAT_DIGEST_S=env.get("BEAT_DIGEST_S", "120"),
     )
     say("applying database migrations")
     manage(env, "migrate", "--no-input", "-v", "0")
@@ -213,6 +219,8 @@ def demo(args) -> None:
     signal.signal(signal.SIGINT, stop_children)
     signal.signal(signal.SIGTERM, stop_children)
     bin_ = str(VENV_BIN)
+    spawn("smtp", [sys.executable, "-m", "clusterui.alerts.smtpsink", "--port",
+                   str(args.smtp_port), "--maildir", str(VAR / "mail")], env)
     spawn("web", [f"{bin_}/gunicorn", "clusterui.wsgi", "-b", f"127.0.0.1:{args.port}",
                   "-w", "2", "--access-logfile", "-"], env)
     spawn("worker", [f"{bin_}/celery", "-A", "clusterui", "worker", "-Q", "ingest,default",
@@ -232,6 +240,8 @@ def demo(args) -> None:
     say("          or  alice / clusterui-demo   (a researcher: sees her own jobs)")
     say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs is feeding it, "
         f"with {args.backfill // 60} min of history")
+    say(f"  alert emails: http://localhost:{args.port}/demo/mail/  (a local SMTP sink on port "
+        f"{args.smtp_port}; nothing leaves this machine)")
     say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")
     try:
         while children:
@@ -268,6 +278,7 @@ def main() -> None:
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--interval", type=float, default=10)
     d.add_argument("--backfill", type=int, default=3600, help="seconds of history to generate")
+    d.add_argument("--smtp-port", type=int, default=int(os.environ.get("DEMO_SMTP_PORT", 1025)))
     d.set_defaults(func=demo)
     r = sub.add_parser("run", help="run a command against the stack")
     r.add_argument("command", nargs=argparse.REMAINDER)

@@ -1,0 +1,55 @@
+"""The admins' daily digest: the most wasteful jobs of the last day and the open findings."""
+
+import datetime as dt
+
+from django.conf import settings
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from clusterui.findings.choices import FindingKind, FindingState, Severity
+from clusterui.findings.models import Finding, JobEfficiency
+
+MAX_FINDINGS_LISTED = 25
+
+
+def context(now: dt.datetime | None = None) -> dict:
+    now = now or timezone.now()
+    since = now - dt.timedelta(hours=24)
+    recent = JobEfficiency.objects.filter(window_end__gte=since)
+    totals = recent.aggregate(allocated=Sum("gpu_hours_allocated"),
+                              wasted=Sum("gpu_hours_wasted"), jobs=Count("job"))
+    top = list(recent.filter(gpu_hours_wasted__gt=0).select_related("job__cluster")
+               .only("gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
+                     "job__external_id", "job__name", "job__user", "job__account",
+                     "job__cluster__name")
+               .order_by("-gpu_hours_wasted")[: settings.ALERT_DIGEST_TOP])
+    open_findings = Finding.objects.filter(state=FindingState.OPEN)
+    by_kind = {(row["kind"], row["severity"]): row["n"] for row in
+               open_findings.values("kind", "severity").annotate(n=Count("pk"))}
+    kinds = [
+        {"label": kind.label,
+         "counts": [(Severity(s), by_kind.get((kind.value, s.value), 0)) for s in _severities()],
+         "total": sum(by_kind.get((kind.value, s.value), 0) for s in Severity)}
+        for kind in FindingKind if any(k == kind.value for k, _ in by_kind)
+    ]
+    listed = list(open_findings.select_related("job", "node")
+                  .order_by("-wasted_gpu_hours", "-last_seen")[:MAX_FINDINGS_LISTED])
+    return {
+        "day": timezone.localdate(now),
+        "since": since,
+        "totals": totals,
+        "wasted_pct": (100.0 * totals["wasted"] / totals["allocated"]
+                       if totals["allocated"] else None),
+        "top": top,
+        "kinds": kinds,
+        "severities": _severities(),
+        "open_count": sum(by_kind.values()),
+        "open_listed": listed,
+        "opened_today": open_findings.filter(first_seen__gte=since).count(),
+        "closed_today": Finding.objects.filter(state=FindingState.CLOSED,
+                                               closed_at__gte=since).count(),
+    }
+
+
+def _severities() -> list[Severity]:
+    return sorted(Severity, key=lambda s: -s.rank)

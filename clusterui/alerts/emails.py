@@ -1,0 +1,173 @@
+"""Alert emails: three templates each (``templates/emails/<name>-subject.txt``,
+``-body.txt`` and ``-body.html``), rendered from the database at send time."""
+
+import re
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.core.mail.message import make_msgid
+from django.template.loader import render_to_string
+from django.urls import reverse
+
+from clusterui.alerts import digest
+from clusterui.alerts.choices import DIGEST, EmailStatus, RecipientRole, category_label
+from clusterui.alerts.models import AlertEmail
+from clusterui.alerts.preferences import unsubscribe_url
+from clusterui.findings.choices import Severity
+from clusterui.findings.models import JobEfficiency
+
+EFFICIENCY_FIELDS = ("job", "gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted")
+
+
+def make_message(name: str, to: str, context: dict, headers: dict) -> EmailMultiAlternatives:
+    subject = " ".join(render_to_string(f"emails/{name}-subject.txt", context).split())
+    text = re.sub(r"\n{3,}", "\n\n", render_to_string(f"emails/{name}-body.txt", context)).strip()
+    html = render_to_string(f"emails/{name}-body.html", context)
+    message = EmailMultiAlternatives(subject, text + "\n", to=[to], headers=headers)
+    message.attach_alternative(html, "text/html")
+    return message
+
+
+def build(email: AlertEmail, *, limit_reached: bool = False) -> EmailMultiAlternatives:
+    """The message for a queued email, with its personal unsubscribe link."""
+    unsubscribe = unsubscribe_url(email.to, email.category)
+    context = {
+        "email": email,
+        "site_url": settings.SITE_URL,
+        "preferences_url": settings.SITE_URL + reverse("alert-preferences"),
+        "unsubscribe_url": unsubscribe,
+        "category_label": category_label(email.category),
+        "limit_reached": limit_reached,
+        "daily_limit": settings.ALERT_DAILY_LIMIT,
+    }
+    headers = {
+        "Message-ID": make_msgid("clusterui", domain=urlsplit(settings.SITE_URL).hostname),
+        "List-Unsubscribe": f"<{unsubscribe}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+        "Auto-Submitted": "auto-generated",
+        "X-Auto-Response-Suppress": "All",
+        "X-ClusterUI-Category": email.category,
+    }
+    if email.category == DIGEST:
+        context.update(digest.context())
+        return make_message("digest", email.to, context, headers)
+    context.update(finding_context(email))
+    thread = _first_in_thread(email)
+    if thread:  # an escalation threads under the first email about this job and kind
+        headers["In-Reply-To"] = headers["References"] = thread
+    return make_message("finding", email.to, context, headers)
+
+
+def finding_context(email: AlertEmail) -> dict:
+    finding = email.finding
+    job = finding.job
+    efficiency = (JobEfficiency.objects.filter(job=job).only(*EFFICIENCY_FIELDS).first()
+                  if job is not None else None)
+    if job is not None:
+        target = f"job {job.external_id}"
+        link = settings.SITE_URL + reverse("job-detail", args=[job.pk])
+    else:
+        target = f"node {finding.node.name}" if finding.node_id else "the cluster"
+        link = settings.SITE_URL + reverse("home")
+    previous = email.previous_severity
+    return {
+        "finding": finding,
+        "job": job,
+        "efficiency": efficiency,
+        "target": target,
+        "link": link,
+        "severity": Severity(finding.severity),
+        "escalated_from": Severity(previous) if previous else None,
+        "evidence": evidence_rows(finding.evidence),
+        "why_you": _why_you(email, job),
+    }
+
+
+def _why_you(email: AlertEmail, job) -> str:
+    if email.role == RecipientRole.OWNER:
+        return f"you own {('job ' + job.external_id) if job else 'this job'}"
+    if email.role == RecipientRole.ACCOUNT_MANAGER and job is not None:
+        return f"you manage the account {job.account}"
+    return "you are a ClusterUI administrator"
+
+
+def _first_in_thread(email: AlertEmail) -> str | None:
+    scope = {"job": email.job_id} if email.job_id else {"finding": email.finding_id}
+    return (AlertEmail.objects.filter(**scope, category=email.category, to=email.to,
+                                      status=EmailStatus.SENT)
+            .exclude(message_id="").order_by("sent_at").values_list("message_id", flat=True)
+            .first())
+
+
+# --- evidence, for people ----------------------------------------------------------------
+
+_UNITS = [  # key suffix -> unit shown after the value
+    ("_bytes_per_s", "B/s"), ("_gpu_hours", "GPU-h"), ("_pct", "%"), ("_mib", "MiB"),
+    ("_gib", "GiB"), ("_bytes", "B"), ("_mhz", "MHz"), ("_w", "W"), ("_c", "°C"),
+    ("_hours", "h"), ("_minutes", "min"), ("_min", "min"), ("_s", "s"),
+]
+_WORDS = {
+    "util": "utilization", "mem": "memory", "sm": "SM", "gpu": "GPU", "gpus": "GPUs",
+    "cpu": "CPU", "cpus": "CPUs", "nic": "NIC", "nvlink": "NVLink", "ib": "InfiniBand",
+    "pcie": "PCIe", "xid": "Xid", "gpm": "GPM", "nvml": "NVML", "rx": "RX", "tx": "TX",
+    "dram": "DRAM", "temp": "temperature", "max": "max", "min": "min", "avg": "average",
+}
+MAX_EVIDENCE_ROWS = 14
+
+
+def evidence_rows(evidence) -> list[tuple[str, str]]:
+    """The finding's evidence as (label, value) pairs a person can read:
+    ``{"mean_util_pct": 7.94}`` -> ``[("Mean utilization", "7.94 %")]``."""
+    if not isinstance(evidence, dict):
+        return []
+    rows = []
+    # jsonb keeps no key order: sort, so the same evidence always reads the same way.
+    for key, value in sorted(evidence.items()):
+        if isinstance(value, dict):
+            continue  # per-GPU breakdowns belong on the job page, not in an email
+        unit = ""
+        stem = str(key)
+        for suffix, name in _UNITS:
+            if stem.endswith(suffix) and len(stem) > len(suffix):
+                unit, stem = name, stem[: -len(suffix)]
+                break
+        words = [_WORDS.get(w, w) for w in stem.split("_") if w]
+        label = " ".join(words)
+        label = label[:1].upper() + label[1:]
+        rows.append((label, _value(value, unit)))
+        if len(rows) == MAX_EVIDENCE_ROWS:
+            break
+    return rows
+
+
+def _value(value, unit: str) -> str:
+    if value is None:
+        return "not reported"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        if unit in {"B", "B/s"}:
+            return _bytes(float(value)) + ("/s" if unit == "B/s" else "")
+        return f"{_number(value)} {unit}".strip()
+    if isinstance(value, list | tuple):
+        items = [_value(v, unit) for v in value[:8]]
+        return ", ".join(items) + (", …" if len(value) > 8 else "")
+    text = str(value)
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def _number(value) -> str:
+    if isinstance(value, int):
+        return f"{value:,}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) >= 0.001 or value == 0 else f"{value:.2e}"
+
+
+def _bytes(value: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{_number(value)} {unit}"
+        value /= 1000
+    return f"{value} B"  # not reached
