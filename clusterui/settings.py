@@ -47,6 +47,11 @@ INSTALLED_APPS = [
     "clusterui.findings",
     "clusterui.web",
     "clusterui.alerts",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "clusterui.api",
 ]
 
 MIDDLEWARE = [
@@ -199,6 +204,49 @@ ALERT_BATCH = env_int("ALERT_BATCH", 200, minimum=1, maximum=10_000)
 ALERT_LOG_RETENTION_DAYS = env_int("ALERT_LOG_RETENTION_DAYS", 180, minimum=1)
 # The demo's SMTP sink writes a Maildir here; set, it enables the /demo/mail/ pages.
 DEMO_MAILBOX_DIR = env_str("DEMO_MAILBOX_DIR", "")
+
+# --- JSON API (clusterui/api, docs/api.md) -------------------------------------------
+REST_FRAMEWORK = {
+    # Token first: an unauthenticated request gets 401 with a WWW-Authenticate header.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "clusterui.api.tokens.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "clusterui.api.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000),
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "clusterui.api.errors.exception_handler",
+    "DATETIME_FORMAT": "iso-8601",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ClusterUI API",
+    "DESCRIPTION": "GPU-cluster observability: nodes, GPUs, jobs, findings, time series and "
+                   "usage. Authenticate with a session or `Authorization: Token <key>`.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "clusterui.api.schema.add_error_responses",
+    ],
+    # Swagger UI and Redoc from the pinned drf-spectacular-sidecar package: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "FindingKindEnum": "clusterui.findings.choices.FindingKind",
+        "FindingStateEnum": "clusterui.findings.choices.FindingState",
+        "JobStateEnum": "clusterui.jobs.choices.JobState",
+        "NicKindEnum": "clusterui.inventory.choices.NicKind",
+    },
+}
+API_TOKENS_PER_USER = env_int("API_TOKENS_PER_USER", 20, minimum=1)
 
 LOGGING = {
     "version": 1,

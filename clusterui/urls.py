@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from clusterui.api import token_pages as api_tokens
 from clusterui.web import views
 
 urlpatterns = [
@@ -11,4 +12,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("clusterui.alerts.urls")),
+    path("api/v1/", include("clusterui.api.urls")),
+    path("settings/tokens/", api_tokens.tokens, name="api_tokens"),
+    path("settings/tokens/<int:pk>/revoke/", api_tokens.revoke, name="api_token_revoke"),
 ]

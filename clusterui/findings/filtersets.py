@@ -4,6 +4,7 @@ import django_filters
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.findings.models import Finding
+from clusterui.jobs.filtersets import UtcIsoDateTimeFilter
 
 
 class FindingFilterSet(django_filters.FilterSet):
@@ -16,8 +17,8 @@ class FindingFilterSet(django_filters.FilterSet):
     node = django_filters.CharFilter(field_name="node__name")
     acknowledged = django_filters.BooleanFilter(field_name="acknowledged_at",
                                                 lookup_expr="isnull", exclude=True)
-    since = django_filters.IsoDateTimeFilter(field_name="last_seen", lookup_expr="gte",
-                                             help_text="Seen at or after (ISO 8601)")
+    since = UtcIsoDateTimeFilter(field_name="last_seen", lookup_expr="gte",
+                                 help_text="Seen at or after (ISO 8601)")
     ordering = django_filters.OrderingFilter(
         fields=(("last_seen", "last_seen"), ("first_seen", "first_seen"),
                 ("wasted_gpu_hours", "wasted"), ("severity", "severity")),

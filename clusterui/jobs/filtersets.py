@@ -1,6 +1,10 @@
 """Filtering and ordering of the jobs list: one FilterSet serves the web UI and the API."""
 
+import datetime as dt
+
 import django_filters
+from django.core.exceptions import ValidationError
+from django.core.validators import EMPTY_VALUES
 from django.db.models import F, FloatField, Q
 from django.db.models.functions import Cast, NullIf
 
@@ -19,6 +23,41 @@ def with_efficiency(queryset):
     )
 
 
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 time, turned to UTC: PostgreSQL refuses offsets beyond ±15:59 (a valid
+    ISO string such as ``...-19:53``), which would otherwise reach it and fail."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value is None:
+            return None
+        try:
+            return value.astimezone(dt.UTC)
+        except (OverflowError, ValueError):
+            raise ValidationError("Enter a date/time between years 1 and 9999 in UTC.",
+                                  code="invalid") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
+class NullsLastOrderingFilter(django_filters.OrderingFilter):
+    """Rows without a value (a job whose efficiency is not computed yet) sort last in either
+    direction: PostgreSQL would put them first in a descending sort, so "most wasted first"
+    would open with jobs that have no figures at all."""
+
+    def filter(self, qs, value):
+        if value in EMPTY_VALUES:
+            return qs
+        fields = [self.get_ordering_value(p) for p in value
+                  if p not in EMPTY_VALUES]
+        return qs.order_by(*[
+            F(f[1:]).desc(nulls_last=True) if f.startswith("-") else F(f).asc(nulls_last=True)
+            for f in fields
+        ], "-id")
+
+
 class JobFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search",
                                   help_text="Job id, name, user or account contains this")
@@ -30,13 +69,13 @@ class JobFilterSet(django_filters.FilterSet):
     finding = django_filters.ChoiceFilter(
         choices=FindingKind.choices, method="with_finding", label="Finding",
         help_text="Jobs with a finding of this kind (open or closed)")
-    active_from = django_filters.IsoDateTimeFilter(
+    active_from = UtcIsoDateTimeFilter(
         method="active_from_filter", label="Active after",
         help_text="Jobs still running at, or ended after, this time (ISO 8601)")
-    active_to = django_filters.IsoDateTimeFilter(
+    active_to = UtcIsoDateTimeFilter(
         field_name="started_at", lookup_expr="lt", label="Active before",
         help_text="Jobs started before this time (ISO 8601)")
-    ordering = django_filters.OrderingFilter(
+    ordering = NullsLastOrderingFilter(
         fields=(
             ("started_at", "started"),
             ("wasted_gpu_hours", "wasted"),

@@ -1,0 +1,40 @@
+"""Filters of the inventory lists. Jobs and findings reuse the web UI's filtersets
+(``clusterui.jobs.filtersets``, ``clusterui.findings.filtersets``)."""
+
+import django_filters
+
+from clusterui.inventory.choices import NicKind
+from clusterui.inventory.models import Gpu, Nic, Node
+
+
+class NodeFilterSet(django_filters.FilterSet):
+    cluster = django_filters.CharFilter(field_name="cluster__name")
+    name = django_filters.CharFilter(field_name="name", lookup_expr="icontains",
+                                     help_text="Node name contains this")
+    simulated = django_filters.BooleanFilter()
+
+    class Meta:
+        model = Node
+        fields = []
+
+
+class GpuFilterSet(django_filters.FilterSet):
+    cluster = django_filters.CharFilter(field_name="node__cluster__name")
+    node = django_filters.CharFilter(field_name="node__name")
+    model = django_filters.CharFilter(field_name="model", lookup_expr="icontains",
+                                      help_text="GPU model contains this")
+    uuid = django_filters.CharFilter(field_name="uuid")
+
+    class Meta:
+        model = Gpu
+        fields = []
+
+
+class NicFilterSet(django_filters.FilterSet):
+    cluster = django_filters.CharFilter(field_name="node__cluster__name")
+    node = django_filters.CharFilter(field_name="node__name")
+    kind = django_filters.ChoiceFilter(choices=NicKind.choices)
+
+    class Meta:
+        model = Nic
+        fields = []

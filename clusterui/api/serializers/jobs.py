@@ -1,0 +1,70 @@
+"""Jobs: the list (with the efficiency figures it sorts by) and the detail."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from clusterui.findings.models import Finding, JobEfficiency
+from clusterui.jobs.models import Job
+
+
+class JobSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    gpu_hours = serializers.FloatField(
+        source="allocated_gpu_hours", read_only=True, allow_null=True,
+        help_text="GPU-hours allocated over the job's life (null until first computed)")
+    wasted_gpu_hours = serializers.FloatField(
+        read_only=True, allow_null=True,
+        help_text="Allocated GPU-hours the GPUs spent idle")
+    efficiency_pct = serializers.SerializerMethodField(
+        help_text="Used / allocated GPU-hours, in percent")
+
+    class Meta:
+        model = Job
+        fields = ["id", "cluster", "scheduler", "external_id", "name", "user", "account",
+                  "partition", "state", "started_at", "ended_at", "cpus", "gpu_hours",
+                  "wasted_gpu_hours", "efficiency_pct"]
+
+    def get_efficiency_pct(self, obj) -> float | None:
+        ratio = getattr(obj, "efficiency_ratio", None)
+        return None if ratio is None else 100.0 * ratio
+
+
+class EfficiencySerializer(serializers.ModelSerializer):
+    efficiency_pct = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = JobEfficiency
+        exclude = ["job"]
+
+
+class AllocationSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="gpu.id")
+    uuid = serializers.CharField(source="gpu.uuid")
+    node = serializers.CharField(source="gpu.node.name")
+    index = serializers.IntegerField(source="gpu.index")
+    model = serializers.CharField(source="gpu.model")
+    first_seen = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+
+
+class JobFindingSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Finding
+        fields = ["id", "kind", "severity", "state", "title", "wasted_gpu_hours",
+                  "first_seen", "last_seen", "acknowledged_at"]
+
+
+class JobDetailSerializer(JobSerializer):
+    efficiency = serializers.SerializerMethodField(
+        help_text="Null until the detector pass has computed it")
+    gpus = AllocationSerializer(source="allocations", many=True, read_only=True)
+    findings = JobFindingSerializer(many=True, read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "first_seen", "last_seen", "efficiency", "gpus",
+                  "findings"]
+
+    @extend_schema_field(EfficiencySerializer(allow_null=True))
+    def get_efficiency(self, obj):
+        efficiency = getattr(obj, "efficiency", None)
+        return None if efficiency is None else EfficiencySerializer(efficiency).data

@@ -1,0 +1,30 @@
+"""The time-series answer's shape, for the schema (the answer itself is built by
+``clusterui.api.timeseries.read``)."""
+
+from rest_framework import serializers
+
+
+class SeriesLineSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    unit = serializers.CharField()
+    label = serializers.CharField(help_text="The metric's human name")
+    source = serializers.ChoiceField(choices=["gpu", "nic", "job"])
+    id = serializers.IntegerField(help_text="The GPU, NIC or job id")
+    name = serializers.CharField(help_text="node/gpu<index>, node/<nic> or job <id>")
+    node = serializers.CharField()
+    values = serializers.ListField(child=serializers.FloatField(allow_null=True),
+                                   help_text="One value per entry of ts; null: no sample")
+
+
+class SeriesSerializer(serializers.Serializer):
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.DateTimeField()
+        fields["to"] = serializers.DateTimeField()
+        return fields
+
+    step_s = serializers.IntegerField(help_text="Bucket width, seconds")
+    agg = serializers.CharField()
+    ts = serializers.ListField(child=serializers.DateTimeField(),
+                               help_text="Each bucket's start")
+    series = SeriesLineSerializer(many=True)

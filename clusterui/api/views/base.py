@@ -1,0 +1,54 @@
+"""What every API view shares."""
+
+from django.contrib.auth.decorators import login_not_required
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from clusterui.api import timeseries
+from clusterui.api.params import MetricsQuery
+from clusterui.api.serializers.series import SeriesSerializer
+
+
+class ApiAuth:
+    """The site's LoginRequiredMiddleware would send an API client to the login page before
+    DRF could read its token: API views opt out of it and DRF's own authentication and
+    permission classes (settings.REST_FRAMEWORK: IsAuthenticated) decide, answering 401."""
+
+    @classmethod
+    def as_view(cls, *args, **kwargs):
+        return login_not_required(super().as_view(*args, **kwargs))
+
+
+METRICS_DOC = """Aligned time series of this {what}, at the requested `step` or an automatic
+one (at most 600 buckets, never finer than the sampling interval).
+
+{covers}
+
+Answer: `ts` holds each bucket's start; each entry of `series` is one metric of one device
+(`source` gpu, nic or job) with `values` parallel to `ts`, `null` where no sample fell.
+Metrics: {metrics}."""
+
+
+def metrics_action(what: str, covers: str, sources: tuple[str, ...]):
+    """The ``metrics`` detail route of a viewset whose ``metrics_subject(obj)`` says what a
+    request for ``obj`` covers (see ``clusterui.api.timeseries``)."""
+    names = ", ".join(f"`{m.name}`" for s in sources for m in timeseries.METRICS_BY_SOURCE[s])
+
+    @extend_schema(
+        summary=f"Time series of a {what}",
+        description=METRICS_DOC.format(what=what, covers=covers, metrics=names),
+        parameters=[MetricsQuery, OpenApiParameter("id", int, OpenApiParameter.PATH)],
+        responses=SeriesSerializer,
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def metrics(self, request, pk=None):
+        obj = self.get_object()
+        query = MetricsQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        answer = timeseries.read(self.metrics_subject(obj), q["metrics"], q.get("from"),
+                                 q.get("to"), step=q.get("step"), agg=q["agg"])
+        return Response(answer)
+
+    return metrics

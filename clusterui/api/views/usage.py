@@ -1,0 +1,56 @@
+import datetime as dt
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics
+
+from clusterui.api.pagination import LimitOffsetPagination
+from clusterui.api.params import UsageQuery
+from clusterui.api.serializers.usage import UsageRowSerializer
+from clusterui.api.views.base import ApiAuth
+from clusterui.jobs.models import Job
+from clusterui.jobs.usage import usage_summary
+
+DEFAULT_SPAN = dt.timedelta(days=7)
+
+
+class UsagePagination(LimitOffsetPagination):
+    """Pages of rows, with the grouping and the period they cover."""
+
+    def get_paginated_response(self, data):
+        response = super().get_paginated_response(data)
+        response.data = {**self.period, **response.data}
+        return response
+
+    def get_paginated_response_schema(self, schema):
+        out = super().get_paginated_response_schema(schema)
+        out["properties"] = {
+            "group": {"type": "string", "enum": ["user", "account"]},
+            "from": {"type": "string", "format": "date-time"},
+            "to": {"type": "string", "format": "date-time"},
+            **out["properties"],
+        }
+        out["required"] = ["group", "from", "to", *out.get("required", [])]
+        return out
+
+
+@extend_schema(
+    summary="GPU-hours and waste per user or per account",
+    description="Over the jobs you may see (staff: all) that were active between `from` and "
+                "`to` (default: the 7 days up to now), most wasted first. A job counts with "
+                "its whole-life figures.",
+    parameters=[UsageQuery],
+)
+class UsageView(ApiAuth, generics.ListAPIView):
+    serializer_class = UsageRowSerializer
+    pagination_class = UsagePagination
+    filter_backends = []
+
+    def get_queryset(self):
+        query = UsageQuery(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        end = q.get("to") or (q["from"] + DEFAULT_SPAN if q.get("from") else timezone.now())
+        start = q.get("from") or end - DEFAULT_SPAN
+        self.paginator.period = {"group": q["group"], "from": start, "to": end}
+        return usage_summary(Job.objects.visible_to(self.request.user), q["group"], start, end)
