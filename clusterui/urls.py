@@ -3,11 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from clusterui.api import token_pages as api_tokens
-from clusterui.web import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    path("", include("clusterui.web.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,0 +1,115 @@
+"""What the job page shows, gathered without a request: its allocation, the range, its
+time series (a constant number of queries whatever its size) and its charts."""
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from django.utils import timezone
+
+from clusterui.inventory.models import Nic
+from clusterui.jobs.choices import JobState
+from clusterui.jobs.models import JobGpu
+from clusterui.telemetry.series import gpu_series, job_host_series, nic_series
+from clusterui.web import derived, timerange
+from clusterui.web.figures import timeseries as ts_figs
+
+GPU_METRICS = ("util_pct", "sm_active_pct", "mem_used_mib", "power_w", "temp_c",
+               "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
+# A little before the first and after the last sample, so the edges are visible.
+PAD = dt.timedelta(seconds=30)
+
+
+@dataclass
+class JobView:
+    job: object
+    allocations: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+    range: timerange.TimeRange | None = None
+    range_error: str | None = None
+    whole: bool = True
+    figures: dict = field(default_factory=dict)
+    step: int | None = None
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.allocations)
+
+    @property
+    def has_samples(self) -> bool:
+        return any(f is not None for f in self.figures.values())
+
+
+def job_bounds(job, now) -> tuple[dt.datetime, dt.datetime, bool]:
+    """When the job ran, and whether it still runs."""
+    running = job.state == JobState.RUNNING and job.ended_at is None
+    start = job.started_at or job.first_seen
+    end = now if running else (job.ended_at or job.last_seen)
+    return start, max(end, start + dt.timedelta(seconds=1)), running
+
+
+def job_range(job, params, now, data_from=None) -> tuple[timerange.TimeRange, str | None, bool]:
+    """The whole job by default (from its first sample when monitoring began after it
+    started); a preset is the last part of the job; a custom range is clipped to its life."""
+    start, end, running = job_bounds(job, now)
+    if data_from is not None and data_from > start:
+        start = data_from
+    if not any(params.get(k) for k in timerange.PARAMS):
+        return timerange.TimeRange(start - PAD, min(end + PAD, now), None, running), None, True
+    try:
+        tr = timerange.parse(params, now=end if not running else now)
+    except timerange.TimeRangeError as exc:
+        return (timerange.TimeRange(start - PAD, min(end + PAD, now), None, running),
+                str(exc), True)
+    lo, hi = max(tr.start, start - PAD), min(tr.end, end + PAD, now)
+    if hi <= lo:
+        return (timerange.TimeRange(start - PAD, min(end + PAD, now), None, running),
+                "that range does not overlap the job's run", True)
+    return timerange.TimeRange(lo, hi, tr.preset, running and tr.live), None, False
+
+
+def build(job, params, now: dt.datetime | None = None) -> JobView:
+    now = now or timezone.now()
+    view = JobView(job=job)
+    view.allocations = list(
+        JobGpu.objects.filter(job=job).select_related("gpu__node")
+        .order_by("gpu__node__name", "gpu__index")
+    )
+    view.nodes = sorted({a.gpu.node for a in view.allocations}, key=lambda n: n.name)
+    data_from = min((a.first_seen for a in view.allocations), default=None)
+    view.range, view.range_error, view.whole = job_range(job, params, now, data_from)
+    gpus = [a.gpu for a in view.allocations]
+    if not gpus:
+        return view
+    start, end = view.range.start, view.range.end
+    minimum = max((n.sample_interval_s or 1) for n in view.nodes)
+    labels = {g.id: (f"{g.node.name} · GPU {g.index}" if len(view.nodes) > 1
+                     else f"GPU {g.index}") for g in gpus}
+    gs = gpu_series(list(labels), GPU_METRICS, start, end, minimum=minimum)
+    view.step = gs.step
+    nics = derived.fabric_nics(Nic.objects.filter(node__in=view.nodes).order_by("name"))
+    ns = nic_series([n.id for n in nics], ("rx_bytes_per_s", "tx_bytes_per_s"), start, end,
+                    step=gs.step)
+    hs = job_host_series([job.id], ("cpu_cores_used",), start, end, step=gs.step)
+    # Collectors report a job's CPUs on their node (SLURM_CPUS_ON_NODE), as the
+    # detectors read them; the host series is the mean over the job's nodes.
+    cpus_per_node = job.cpus
+    ids = list(labels)
+    view.figures = {
+        "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization %",
+                                      y_range=ts_figs.PCT_RANGE),
+        "activity": ts_figs.activity_chart(
+            gs, gpu_util=derived.mean_over(gs, ids, "util_pct"),
+            gpu_sm=derived.mean_over(gs, ids, "sm_active_pct"),
+            nic_pct=derived.nic_load_pct(ns, nics), nvlink_pct=derived.nvlink_load_pct(gs, gpus)),
+        "memory": ts_figs.per_gpu_chart(
+            gs, "mem_used_mib", labels, y_title="GiB", scale=ts_figs.GIB_PER_MIB,
+            capacities={g.id: g.memory_total_mib for g in gpus},
+            capacity_label="capacity {:,.0f} GiB",
+            hover_format=".1f"),
+        "power": ts_figs.per_gpu_chart(
+            gs, "power_w", labels, y_title="W", capacities={g.id: g.power_limit_w for g in gpus},
+            capacity_label="power limit {:,.0f} W"),
+        "temperature": ts_figs.per_gpu_chart(gs, "temp_c", labels, y_title="°C"),
+        "cpu": ts_figs.host_cpu_chart(hs, job.id, cpus_per_node=cpus_per_node),
+    }
+    return view

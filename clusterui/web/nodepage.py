@@ -1,0 +1,56 @@
+"""What the node page shows, gathered without a request: its GPUs' and NICs' series over
+the range, the jobs on it (scoped to what the viewer may see) and its charts."""
+
+from django.db.models import Q
+
+from clusterui.jobs.choices import JobState
+from clusterui.jobs.models import Job, JobGpu
+from clusterui.telemetry.series import gpu_series, nic_series
+from clusterui.web.figures import timeseries as ts_figs
+
+GPU_METRICS = ("util_pct", "sm_active_pct", "mem_used_mib", "power_w", "temp_c")
+
+
+def allocations(node, user, start, end) -> list[dict]:
+    """The allocations of this node's GPUs to jobs ``user`` may see, active in the range."""
+    visible = Job.objects.visible_to(user)
+    rows = (
+        JobGpu.objects.filter(gpu__node=node, job__in=visible, first_seen__lt=end)
+        .filter(Q(last_seen__gte=start) | Q(job__state=JobState.RUNNING))
+        .values_list("job_id", "job__external_id", "job__user", "job__name", "job__state",
+                     "job__ended_at", "gpu__index", "first_seen", "last_seen")
+        .order_by("first_seen")
+    )
+    out = []
+    for job_id, ext, user_name, name, state, ended_at, index, first, last in rows:
+        running = state == JobState.RUNNING and ended_at is None
+        out.append({"job_id": job_id, "label": ext, "user": user_name, "name": name,
+                    "gpu_index": index, "start": first, "end": end if running else last,
+                    "running": running})
+    return out
+
+
+def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
+    """The node's charts and the bucket width they were read at."""
+    labels = {g.id: f"GPU {g.index}" for g in gpus}
+    minimum = node.sample_interval_s or 1
+    gs = gpu_series(list(labels), GPU_METRICS, start, end, minimum=minimum)
+    ns = nic_series([n.id for n in nics], ("rx_bytes_per_s", "tx_bytes_per_s"), start, end,
+                    step=gs.step)
+    return {
+        "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization %",
+                                      y_range=ts_figs.PCT_RANGE),
+        "sm": ts_figs.per_gpu_chart(gs, "sm_active_pct", labels, y_title="SM activity %",
+                                    y_range=ts_figs.PCT_RANGE),
+        "memory": ts_figs.per_gpu_chart(
+            gs, "mem_used_mib", labels, y_title="GiB", scale=ts_figs.GIB_PER_MIB,
+            capacities={g.id: g.memory_total_mib for g in gpus},
+            capacity_label="capacity {:,.0f} GiB",
+            hover_format=".1f"),
+        "power": ts_figs.per_gpu_chart(
+            gs, "power_w", labels, y_title="W", capacities={g.id: g.power_limit_w for g in gpus},
+            capacity_label="power limit {:,.0f} W"),
+        "temperature": ts_figs.per_gpu_chart(gs, "temp_c", labels, y_title="°C"),
+        "network": ts_figs.nic_throughput_chart(ns, nics),
+        "jobs": ts_figs.jobs_timeline(allocs, start, end),
+    }, gs.step

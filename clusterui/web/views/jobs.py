@@ -1,0 +1,120 @@
+"""The jobs list and the job page."""
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.paginator import Paginator
+from django.db.models import (
+    Count,
+    F,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Subquery,
+    prefetch_related_objects,
+)
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from clusterui.findings.choices import FindingKind
+from clusterui.findings.models import Finding
+from clusterui.jobs.filtersets import JobFilterSet, with_efficiency
+from clusterui.jobs.models import Job, JobGpu
+from clusterui.telemetry.models import GpuEvent
+from clusterui.web import jobpage
+from clusterui.web.views.overview import SEVERITY_RANK
+from clusterui.web.views.support import REFRESH_S, charts, range_context
+
+PAGE_SIZE = 50
+SORTS = (("-started", "Newest first"), ("started", "Oldest first"),
+         ("-wasted", "Most GPU-hours wasted"), ("efficiency", "Least efficient"),
+         ("-efficiency", "Most efficient"), ("-gpu_hours", "Most GPU-hours"), ("user", "User"))
+# Where on the job page the evidence of each finding kind can be seen.
+EVIDENCE_CHART = {
+    FindingKind.LOW_UTILIZATION: ("chart-util", "GPU utilization"),
+    FindingKind.IDLE_GPU: ("chart-util", "GPU utilization, one line per GPU"),
+    FindingKind.COMM_BOUND: ("chart-activity", "network and GPU activity"),
+    FindingKind.INPUT_BOUND: ("chart-cpu", "host CPU against the allocation"),
+    FindingKind.BUSY_NOT_BUSY: ("chart-activity", "GPU utilization against SM activity"),
+    FindingKind.THROTTLING: ("chart-power", "power and temperature"),
+    FindingKind.GPU_ERRORS: ("events", "GPU events"),
+}
+
+
+def _gpu_count():
+    return Subquery(
+        JobGpu.objects.filter(job=OuterRef("pk")).order_by().values("job")
+        .annotate(n=Count("id")).values("n"), output_field=IntegerField())
+
+
+def job_list(request):
+    """Jobs the user may see: search, filters, sorting by efficiency or waste, pages."""
+    jobs = with_efficiency(Job.objects.visible_to(request.user)).annotate(gpu_count=_gpu_count())
+    filters = JobFilterSet(request.GET, queryset=jobs)
+    valid = filters.is_valid()
+    qs = filters.qs if valid else jobs.none()
+    if not request.GET.get("ordering"):
+        # Newest first; a job whose start the scheduler did not report goes last.
+        qs = qs.order_by(F("started_at").desc(nulls_last=True), "-id")
+    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    open_findings = Finding.objects.visible_to(request.user).open().annotate(
+        rank=SEVERITY_RANK).order_by("-rank", "kind")
+    rows = list(page.object_list)
+    prefetch_related_objects(rows, Prefetch("findings", queryset=open_findings,
+                                            to_attr="open_findings"))
+    context = {
+        "filters": filters,
+        "page": page,
+        "jobs": rows,
+        "sorts": SORTS,
+        "sort": request.GET.get("ordering") or "-started",
+        "kinds": FindingKind.choices,
+        "filtered": any(v for k, v in request.GET.items() if k not in ("page", "ordering")),
+    }
+    return render(request, "web/jobs.html", context, status=200 if valid else 400)
+
+
+def job_detail(request, pk):
+    """Everything about one job: who ran what where, how well it used its GPUs, what the
+    detectors found and the charts that show why."""
+    job = get_object_or_404(
+        Job.objects.visible_to(request.user).select_related("cluster", "efficiency"), pk=pk)
+    try:
+        efficiency = job.efficiency
+    except ObjectDoesNotExist:
+        efficiency = None
+    now = timezone.now()
+    view = jobpage.build(job, request.GET, now)
+    findings = list(
+        Finding.objects.visible_to(request.user).filter(job=job)
+        .select_related("acknowledged_by", "gpu", "node").annotate(rank=SEVERITY_RANK)
+        .order_by("state", "-rank", "-last_seen")
+    )
+    for finding in findings:
+        finding.chart = EVIDENCE_CHART.get(finding.kind)
+    gpu_ids = [a.gpu_id for a in view.allocations]
+    events = list(
+        GpuEvent.objects.filter(gpu_id__in=gpu_ids, ts__gte=view.range.start,
+                                ts__lt=view.range.end)
+        .select_related("gpu__node")[:50]
+    ) if gpu_ids else []
+    start, end, running = jobpage.job_bounds(job, now)
+    context = {
+        "job": job,
+        "efficiency": efficiency,
+        "view": view,
+        "findings": findings,
+        "open_count": sum(f.state == "open" for f in findings),
+        "events": events,
+        "started": start,
+        "ended": None if running else end,
+        "elapsed": end - start,
+        "running": running,
+        "charts": charts(**view.figures),
+        "refresh_s": REFRESH_S if view.range.live else None,
+        "now": now,
+        **range_context(request, view.range, view.range_error,
+                        whole="Whole job"),
+    }
+    if view.whole:
+        context["range_custom"] = False
+    return render(request, "web/job_detail.html", context,
+                  status=400 if view.range_error else 200)

@@ -1,0 +1,53 @@
+"""The node page: its hardware over time, the jobs on it and its GPU events."""
+
+import datetime as dt
+
+from django.conf import settings
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from clusterui.findings.models import Finding
+from clusterui.inventory.models import Node
+from clusterui.telemetry.models import GpuEvent
+from clusterui.web import nodepage, timerange
+from clusterui.web.views.overview import SEVERITY_RANK
+from clusterui.web.views.support import REFRESH_S, charts, range_context
+
+EVENTS_SHOWN = 50
+
+
+def node_detail(request, pk):
+    """Hardware telemetry is for every signed-in user; the jobs listed are only those the
+    user may see (``Job.objects.visible_to``)."""
+    node = get_object_or_404(Node.objects.select_related("cluster"), pk=pk)
+    now = timezone.now()
+    tr, range_error = timerange.parse_or_default(request.GET, default="1h", now=now)
+    gpus = list(node.gpus.select_related("latest").order_by("index"))
+    nics = list(node.nics.select_related("latest").order_by("name"))
+    allocs = nodepage.allocations(node, request.user, tr.start, tr.end)
+    figures, step = nodepage.figures(node, gpus, nics, allocs, tr.start, tr.end)
+    events = GpuEvent.objects.filter(gpu__node=node, ts__gte=tr.start, ts__lt=tr.end)
+    jobs = {}
+    for a in allocs:
+        job = jobs.setdefault(a["job_id"], {**a, "gpus": []})
+        job["gpus"].append(a["gpu_index"])
+    silent = now - node.last_seen > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    context = {
+        "node": node,
+        "gpus": gpus,
+        "nics": nics,
+        "silent": silent,
+        "jobs": sorted(jobs.values(), key=lambda j: j["start"], reverse=True),
+        "events": list(events.select_related("gpu")[:EVENTS_SHOWN]),
+        "events_total": events.count(),
+        "findings": list(
+            Finding.objects.visible_to(request.user).open().filter(node=node)
+            .select_related("job").annotate(rank=SEVERITY_RANK).order_by("-rank", "-last_seen")
+        ),
+        "charts": charts(**figures),
+        "step": step,
+        "refresh_s": REFRESH_S if tr.live else None,
+        "now": now,
+        **range_context(request, tr, range_error),
+    }
+    return render(request, "web/node_detail.html", context, status=400 if range_error else 200)

@@ -1,0 +1,47 @@
+"""The cluster overview: what is happening now, and where GPU time is being wasted."""
+
+from django.db.models import Case, Count, IntegerField, Value, When
+from django.shortcuts import render
+from django.utils import timezone
+
+from clusterui.findings.choices import Severity
+from clusterui.findings.models import Finding
+from clusterui.jobs.models import Job
+from clusterui.jobs.usage import usage_summary
+from clusterui.web import timerange
+from clusterui.web.figures.heatmap import utilization_heatmap
+from clusterui.web.snapshot import BUSY_UTIL_PCT, cluster_snapshot
+from clusterui.web.views.support import REFRESH_S, charts, range_context
+from clusterui.web.waste import most_wasteful_jobs, start_of_today, wasted_gpu_hours_since
+
+SEVERITY_RANK = Case(*[When(severity=s.value, then=Value(s.rank)) for s in Severity],
+                     output_field=IntegerField())
+
+
+def home(request):
+    """Every node's GPUs now (a heatmap), the cluster's KPIs, open findings, and the jobs
+    and users that wasted the most GPU time in the chosen range (default 24 h)."""
+    now = timezone.now()
+    tr, range_error = timerange.parse_or_default(request.GET, default="24h", now=now)
+    snap = cluster_snapshot(request.user, now)
+    jobs = Job.objects.visible_to(request.user)
+    findings = Finding.objects.visible_to(request.user).open()
+    by_severity = dict(findings.values_list("severity").annotate(n=Count("id")))
+    context = {
+        "snap": snap,
+        "busy_util_pct": BUSY_UTIL_PCT,
+        "wasted_today": wasted_gpu_hours_since(jobs, start_of_today(now), now),
+        "severities": [(s, by_severity.get(s.value, 0)) for s in reversed(Severity)],
+        "open_findings": sum(by_severity.values()),
+        "top_findings": list(
+            findings.select_related("job", "node")
+            .annotate(rank=SEVERITY_RANK).order_by("-rank", "-wasted_gpu_hours", "-last_seen")[:6]
+        ),
+        "wasteful_jobs": most_wasteful_jobs(jobs, tr.start, tr.end),
+        "wasteful_users": usage_summary(jobs, "user", tr.start, tr.end, limit=8),
+        "charts": charts(heatmap=utilization_heatmap(snap.cells)),
+        "refresh_s": REFRESH_S,
+        "now": now,
+        **range_context(request, tr, range_error),
+    }
+    return render(request, "web/home.html", context, status=400 if range_error else 200)

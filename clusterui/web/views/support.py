@@ -1,0 +1,35 @@
+"""What several pages share: the time-range picker's context and chart plumbing."""
+
+from django.utils import timezone
+
+from clusterui.web import timerange
+from clusterui.web.figures.common import to_json
+
+# Live pages re-read themselves this often (charts.js swaps the new data in place).
+REFRESH_S = 30
+
+
+def range_context(request, tr: timerange.TimeRange, error: str | None, *,
+                  presets=tuple(timerange.PRESETS), whole: str | None = None) -> dict:
+    """Context for ``web/_range_picker.html``. ``whole``: a label for the page's own
+    default range (e.g. "Whole job"), chosen when no range parameter is given."""
+    local = timezone.localtime
+    custom = tr.preset is None and ("from" in request.GET or "to" in request.GET)
+    return {
+        "range": tr,
+        "range_error": error,
+        "range_presets": [(p, timerange.PRESET_LABELS[p]) for p in presets],
+        "range_keep": timerange.without_range(request.GET),
+        "range_keep_items": [(k, v) for k in request.GET for v in request.GET.getlist(k)
+                             if k not in (*timerange.PARAMS, "page")],
+        "range_whole": whole,
+        "range_custom": custom,
+        "range_from": local(tr.start).strftime("%Y-%m-%dT%H:%M"),
+        "range_to": "" if tr.live else local(tr.end).strftime("%Y-%m-%dT%H:%M"),
+        "tz_name": timezone.get_current_timezone_name(),
+    }
+
+
+def charts(**figures) -> dict:
+    """``{name: figure JSON or None}`` for the template's ``{% include "web/_chart.html" %}``."""
+    return {name: (None if fig is None else to_json(fig)) for name, fig in figures.items()}

@@ -1,0 +1,50 @@
+"""Wasted GPU time for the overview, from the jobs' efficiency rows (``JobEfficiency``,
+computed by the detector pass); never from raw samples, which would cost seconds."""
+
+import datetime as dt
+
+from django.db.models import Q
+from django.utils import timezone
+
+from clusterui.findings.models import JobEfficiency
+from clusterui.jobs.filtersets import with_efficiency
+
+
+def start_of_today(now: dt.datetime | None = None) -> dt.datetime:
+    local = timezone.localtime(now or timezone.now())
+    return local.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def wasted_gpu_hours_since(jobs, since: dt.datetime, now: dt.datetime | None = None) -> float:
+    """GPU-hours wasted since ``since`` by ``jobs`` (a ``visible_to``-scoped queryset).
+
+    Each job's measured waste covers its efficiency window; the share of that window
+    after ``since`` is counted (waste is taken as spread evenly over the window).
+    """
+    now = now or timezone.now()
+    rows = JobEfficiency.objects.filter(
+        job__in=jobs, window_end__gt=since, gpu_hours_wasted__gt=0
+    ).values_list("gpu_hours_wasted", "window_start", "window_end")
+    total = 0.0
+    for wasted, start, end in rows:
+        span = (end - start).total_seconds()
+        if span <= 0:
+            continue
+        inside = (min(end, now) - max(start, since)).total_seconds()
+        total += wasted * max(0.0, min(1.0, inside / span))
+    return total
+
+
+def active_in(jobs, start: dt.datetime, end: dt.datetime):
+    """The jobs that ran at some point in [start, end)."""
+    return jobs.filter(Q(started_at__lt=end) | Q(started_at__isnull=True)).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gte=start))
+
+
+def most_wasteful_jobs(jobs, start: dt.datetime, end: dt.datetime, limit: int = 8):
+    """The jobs active in the range that wasted the most GPU-hours (one query)."""
+    return list(
+        with_efficiency(active_in(jobs, start, end))
+        .filter(efficiency__gpu_hours_wasted__gt=0)
+        .order_by("-efficiency__gpu_hours_wasted", "-id")[:limit]
+    )

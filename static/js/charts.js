@@ -1,0 +1,128 @@
+/* ClusterUI charts and live pages.
+ *
+ * Charts: every element with data-figure="<id>" is drawn from the JSON in the
+ * <script type="application/json" id="<id>"> the server rendered (Plotly figures built in
+ * Python, clusterui/web/figures/). data-click="<url template ending in /0/>" makes a click
+ * on a point open that URL with the point's customdata as the id.
+ *
+ * Live pages (<main data-refresh="30">) re-read themselves every N seconds while visible
+ * and swap in the new figures (Plotly.react: the user's zoom survives, layout.uirevision)
+ * and the new [data-live] regions, without reloading the page or losing the scroll.
+ */
+(function () {
+  "use strict";
+
+  var CONFIG = {
+    responsive: true,
+    displaylogo: false,
+    modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d", "toggleSpikelines"],
+  };
+
+  function figureFrom(doc, id) {
+    var script = doc.getElementById(id);
+    return script ? JSON.parse(script.textContent) : null;
+  }
+
+  function bindClick(el) {
+    var template = el.dataset.click;
+    if (!template || el.dataset.clickBound) return;
+    el.dataset.clickBound = "1";
+    el.on("plotly_click", function (ev) {
+      var point = ev.points && ev.points[0];
+      var id = point && point.customdata;
+      if (Array.isArray(id)) id = id[0];
+      if (id === null || id === undefined || id === "") return;
+      window.location.href = template.replace(/0\/$/, encodeURIComponent(id) + "/");
+    });
+  }
+
+  function draw(el, doc) {
+    var fig = figureFrom(doc || document, el.dataset.figure);
+    if (!fig) return Promise.resolve();
+    var fresh = !el.classList.contains("js-plotly-plot");
+    var done = fresh
+      ? Plotly.newPlot(el, fig.data, fig.layout, CONFIG)
+      : Plotly.react(el, fig.data, fig.layout, CONFIG);
+    return done.then(function () { bindClick(el); });
+  }
+
+  function drawAll() {
+    document.querySelectorAll("[data-figure]").forEach(function (el) { draw(el); });
+  }
+
+  function setupRangePicker() {
+    // Delegated: live refreshes replace the pickers inside [data-live] regions.
+    document.addEventListener("click", function (ev) {
+      var button = ev.target.closest("[data-custom-toggle]");
+      if (!button) return;
+      var box = button.closest("form").querySelector(".custom-range");
+      box.hidden = !box.hidden;
+      button.setAttribute("aria-expanded", String(!box.hidden));
+      if (!box.hidden) box.querySelector("input").focus();
+    });
+  }
+
+  function swapIn(doc) {
+    // Regions of text (KPIs, tables, findings): replace their content.
+    document.querySelectorAll("[data-live]").forEach(function (el) {
+      var next = doc.querySelector('[data-live="' + el.dataset.live + '"]');
+      if (next) el.innerHTML = next.innerHTML;
+    });
+    // Charts: redraw in place; a chart that appeared or emptied is swapped whole.
+    document.querySelectorAll('[id^="chart-"]').forEach(function (el) {
+      var next = doc.getElementById(el.id);
+      if (!next) return;
+      var wasChart = el.hasAttribute("data-figure");
+      var isChart = next.hasAttribute("data-figure");
+      if (wasChart && isChart) {
+        var script = document.getElementById(el.dataset.figure);
+        var nextScript = doc.getElementById(next.dataset.figure);
+        if (script && nextScript) script.textContent = nextScript.textContent;
+        draw(el);
+        return;
+      }
+      if (wasChart) Plotly.purge(el);
+      var holder = document.createElement("div");
+      holder.innerHTML = next.outerHTML;
+      var replacement = holder.firstChild;
+      el.replaceWith(replacement);
+      if (isChart) {
+        var old = document.getElementById(replacement.dataset.figure);
+        var fresh = doc.getElementById(replacement.dataset.figure);
+        if (old) old.textContent = fresh.textContent;
+        else replacement.after(fresh.cloneNode(true));
+        draw(replacement);
+      }
+    });
+    var stamp = document.querySelector("[data-updated]");
+    if (stamp) stamp.textContent = new Date().toLocaleTimeString();
+  }
+
+  function setupRefresh() {
+    var main = document.querySelector("main[data-refresh]");
+    if (!main) return;
+    var seconds = parseInt(main.dataset.refresh, 10);
+    if (!(seconds > 0)) return;
+    var busy = false;
+    window.setInterval(function () {
+      if (document.hidden || busy) return;
+      busy = true;
+      fetch(window.location.href, { credentials: "same-origin", headers: { "X-Live-Refresh": "1" } })
+        .then(function (response) {
+          if (response.redirected || !response.ok) return null; // signed out, or an error: keep what we have
+          return response.text();
+        })
+        .then(function (html) {
+          if (html) swapIn(new DOMParser().parseFromString(html, "text/html"));
+        })
+        .catch(function () { /* offline for a moment: try again next time */ })
+        .finally(function () { busy = false; });
+    }, seconds * 1000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    setupRangePicker();
+    if (window.Plotly) drawAll();
+    setupRefresh();
+  });
+})();
