@@ -119,7 +119,7 @@ def _superseded(email: AlertEmail) -> bool:
 def _finish(email: AlertEmail, status: str, detail: str, *, error: str = "") -> str:
     AlertEmail.objects.filter(pk=email.pk).update(
         status=status, status_detail=detail[:300], last_error=error,
-        attempts=F("attempts") + (status == EmailStatus.FAILED))
+        attempts=F("attempts") + int(status == EmailStatus.FAILED))
     return {EmailStatus.SKIPPED: SKIPPED, EmailStatus.FAILED: FAILED}[status]
 
 
@@ -134,12 +134,18 @@ def _retry(email: AlertEmail, now: dt.datetime, count, day, error: str) -> str:
     return RETRY
 
 
+# Replies to DATA that refuse this message for good: mailbox unavailable or policy (550),
+# too big (552), mailbox name not allowed (553), rejected (554). Other 5xx there (500-504:
+# the server or the protocol went wrong) are retried like a 4xx.
+_MESSAGE_REFUSED = {550, 552, 553, 554}
+
+
 def _permanent(exc: Exception) -> bool:
-    """A 5xx about this message's recipient or content. Connection failures, 4xx, and
-    refusals of our sender or credentials (a configuration problem) are retried."""
+    """A refusal about this message's recipient or content. Connection failures, 4xx, server
+    errors, and refusals of our sender or credentials (a configuration problem) are retried."""
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         return bool(exc.recipients) and all(code >= 500 for code, _ in exc.recipients.values())
-    return isinstance(exc, smtplib.SMTPDataError) and exc.smtp_code >= 500
+    return isinstance(exc, smtplib.SMTPDataError) and exc.smtp_code in _MESSAGE_REFUSED
 
 
 def _reserve(address: str, day: dt.date) -> int | None:

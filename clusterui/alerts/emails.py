@@ -111,8 +111,9 @@ _WORDS = {
     "util": "utilization", "mem": "memory", "sm": "SM", "gpu": "GPU", "gpus": "GPUs",
     "cpu": "CPU", "cpus": "CPUs", "nic": "NIC", "nvlink": "NVLink", "ib": "InfiniBand",
     "pcie": "PCIe", "xid": "Xid", "gpm": "GPM", "nvml": "NVML", "rx": "RX", "tx": "TX",
-    "dram": "DRAM", "temp": "temperature", "max": "max", "min": "min", "avg": "average",
+    "dram": "DRAM", "temp": "temperature", "avg": "average", "active": "activity",
 }
+_LEADING = {"mean", "peak", "max", "min", "average", "median", "p5", "p95", "total"}
 MAX_EVIDENCE_ROWS = 14
 
 
@@ -124,21 +125,45 @@ def evidence_rows(evidence) -> list[tuple[str, str]]:
     rows = []
     # jsonb keeps no key order: sort, so the same evidence always reads the same way.
     for key, value in sorted(evidence.items()):
-        if isinstance(value, dict):
-            continue  # per-GPU breakdowns belong on the job page, not in an email
-        unit = ""
-        stem = str(key)
-        for suffix, name in _UNITS:
+        stem, unit = str(key), ""
+        if isinstance(value, dict) or stem.endswith("_bits"):
+            continue  # breakdowns and bit masks belong on the job page, not in an email
+        if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            value = _gpu_list(value)
+            if value is None:
+                continue  # per-event detail (the job page lists it)
+        if "_pct_of_" in stem:  # cpu_used_pct_of_allocated -> "CPU used of allocated", %
+            stem, unit = stem.replace("_pct_of_", "_of_"), "%"
+        for suffix, name in ([] if unit else _UNITS):
             if stem.endswith(suffix) and len(stem) > len(suffix):
                 unit, stem = name, stem[: -len(suffix)]
                 break
         words = [_WORDS.get(w, w) for w in stem.split("_") if w]
-        label = " ".join(words)
+        if len(words) > 1 and words[-1] in _LEADING:  # util_mean -> "mean utilization"
+            words.insert(0, words.pop())
+        label = " ".join(words).replace("GPU hours", "GPU-hours")
         label = label[:1].upper() + label[1:]
         rows.append((label, _value(value, unit)))
         if len(rows) == MAX_EVIDENCE_ROWS:
             break
     return rows
+
+
+def _gpu_list(items: list) -> str | None:
+    """``[{"node": "gpu-a001", "index": 3, "util_mean_pct": 0.4}, ...]`` ->
+    "gpu-a001 GPU 3 (0.4 %), ..."; None when the items are not GPUs."""
+    if not all(isinstance(i, dict) and "node" in i and "index" in i for i in items):
+        return None
+    shown = []
+    for item in items[:6]:
+        others = [(k, v) for k, v in item.items() if k not in {"node", "index"}]
+        label = f"{item['node']} GPU {item['index']}"
+        if len(others) == 1 and isinstance(others[0][1], int | float):
+            [(key, number)] = others
+            unit = next((name for suffix, name in _UNITS if key.endswith(suffix)), "")
+            label += f" ({_value(number, unit)})"
+        shown.append(label)
+    return ", ".join(shown) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
 
 
 def _value(value, unit: str) -> str:
@@ -154,7 +179,7 @@ def _value(value, unit: str) -> str:
         items = [_value(v, unit) for v in value[:8]]
         return ", ".join(items) + (", …" if len(value) > 8 else "")
     text = str(value)
-    return text if len(text) <= 160 else text[:159] + "…"
+    return text if len(text) <= 240 else text[:239] + "…"
 
 
 def _number(value) -> str:

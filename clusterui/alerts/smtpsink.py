@@ -18,7 +18,9 @@ from aiosmtpd.controller import Controller
 
 class MaildirHandler:
     def __init__(self, path: Path):
-        self.maildir = mailbox.Maildir(path, create=True)
+        for sub in ("tmp", "new", "cur"):  # Maildir(create=True) skips an existing folder
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        self.maildir = mailbox.Maildir(path, create=False)
 
     async def handle_DATA(self, server, session, envelope):
         trace = (f"X-Envelope-From: {envelope.mail_from}\r\n"
@@ -34,7 +36,6 @@ def main(argv=None) -> None:
     parser.add_argument("--port", type=int, default=1025)
     parser.add_argument("--maildir", type=Path, default=Path("var/mail"))
     args = parser.parse_args(argv)
-    args.maildir.mkdir(parents=True, exist_ok=True)
     controller = Controller(MaildirHandler(args.maildir), hostname=args.host, port=args.port)
     controller.start()
     print(f"SMTP sink on {args.host}:{args.port}, keeping mail in {args.maildir}", flush=True)

@@ -69,7 +69,7 @@ def unsubscribe(request, token):
     if category not in CATEGORY_HELP and category != ALL:
         return render(request, "alerts/unsubscribe.html", {
             "error": f"This link is for an email category ClusterUI no longer has "
-                     f"({category!r})."}, status=400)
+                     f"({category})."}, status=400)
     context = {"address": address, "category": category,
                "category_label": category_label(category)}
     if request.method == "POST":
@@ -81,7 +81,7 @@ def unsubscribe(request, token):
         elif action == "resubscribe":
             prefs.opt_in(address, category)
         else:
-            context["error"] = f"Unknown action {action!r}: use unsubscribe, all or resubscribe."
+            context["error"] = f"Unknown action: {action}. Use unsubscribe, all or resubscribe."
             return render(request, "alerts/unsubscribe.html", context, status=400)
         context["done"] = action
     context["off"] = prefs.is_opted_out(address, category)

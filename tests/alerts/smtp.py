@@ -36,14 +36,16 @@ class Received:
 
 class SmtpServer:
     """``delay_s`` slows every DATA (to make concurrent senders overlap); ``refuse`` answers
-    550 for those recipients; ``fail_data`` answers 451 to that many DATA commands first."""
+    550 for those recipients; ``fail_data`` answers ``fail_reply`` to that many DATA commands
+    first."""
 
     def __init__(self, port: int | None = None, *, delay_s: float = 0.0, refuse=(),
-                 fail_data: int = 0):
+                 fail_data: int = 0, fail_reply: str = "451 4.3.0 Try again later"):
         self.port = port or free_port()
         self.delay_s = delay_s
         self.refuse = {a.lower() for a in refuse}
         self.fail_data = fail_data
+        self.fail_reply = fail_reply
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self.controller: Controller | None = None
@@ -61,7 +63,7 @@ class SmtpServer:
         with self._lock:
             if self.fail_data > 0:
                 self.fail_data -= 1
-                return "451 4.3.0 Temporary failure, try again later"
+                return self.fail_reply
             message = email.message_from_bytes(envelope.original_content,
                                                policy=email.policy.default)
             self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), message))

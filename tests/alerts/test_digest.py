@@ -1,0 +1,94 @@
+"""``clusterui.alerts.send_digest``: once a day after ALERT_DIGEST_HOUR, to the admins, with
+the most wasteful jobs and the open findings."""
+
+import datetime as dt
+from collections import Counter
+
+import pytest
+from django.utils import timezone
+
+from clusterui.alerts import delivery, outbox
+from clusterui.alerts.models import AlertEmail, DigestRun, OptOut
+from clusterui.alerts.tasks import send_digest
+from tests.alerts.factories import make_efficiency, make_finding, make_job, make_node
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admins(settings):
+    settings.ADMINS = [("Ops", "ops@example.org"), ("Lead", "lead@example.org")]
+    settings.ALERT_DIGEST_HOUR = 7
+
+
+def cluster_day():
+    big = make_job("alice", name="big-idle")
+    make_efficiency(big, allocated=64.0, wasted=51.2)
+    mid = make_job("bob", name="loader-bound")
+    make_efficiency(mid, allocated=16.0, wasted=9.5, gpus=4)
+    fine = make_job("carol", name="healthy")
+    make_efficiency(fine, allocated=8.0, wasted=0.0)
+    make_finding(big, wasted=51.2)
+    make_finding(big, kind="idle_gpu", severity="critical", wasted=40.0)
+    make_finding(mid, kind="input_bound", wasted=9.5)
+    make_finding(node=make_node("gpu-a017"), kind="gpu_errors", severity="critical", wasted=0)
+    make_finding(fine, kind="throttling", state="closed", closed_at=timezone.now())
+    return big, mid
+
+
+def test_the_digest_goes_out_once_a_day_after_its_hour(smtp, admins):
+    today = timezone.localtime().replace(hour=6, minute=59)
+    assert outbox.queue_digest(today) == 0  # before 07:00
+    assert outbox.queue_digest(today.replace(hour=7, minute=0)) == 2
+    assert outbox.queue_digest(today.replace(hour=18)) == 0  # already queued today
+    assert DigestRun.objects.count() == 1
+    assert outbox.queue_digest(today.replace(hour=7) + dt.timedelta(days=1)) == 2  # next day
+
+
+def test_the_digest_lists_top_waste_and_open_findings(smtp, admins):
+    big, mid = cluster_day()
+    result = send_digest()
+    assert (result["queued"], result["sent"]) == (2, 2)
+
+    assert sorted(m.envelope_to[0] for m in smtp.received) == ["lead@example.org",
+                                                              "ops@example.org"]
+    mail = smtp.received[0]
+    assert mail.subject.startswith("[ClusterUI] Daily digest ")
+    assert mail.subject.endswith(": 4 open findings, 60.7 GPU-h wasted")
+    text = mail.text
+    assert "3 jobs ran on GPUs: 88.0 GPU-hours allocated, 60.7 wasted (69 %)" in text
+    # Most waste first, and the job that wasted nothing is not listed.
+    assert text.index("big-idle") < text.index("loader-bound")
+    assert "healthy" not in text.split("OPEN FINDINGS BY KIND")[0]
+    assert f"http://clusterui.test/jobs/{big.pk}/" in text
+    assert "Low GPU utilization" in text and "Idle allocated GPU" in text
+    assert "GPU errors on node gpu-a017" in text
+    assert "Thermal or power throttling" not in text  # closed: not open
+    assert "1 finding opened" not in text and "1 closed" in text
+    for needle in ("big-idle", "Daily digest", "Most wasteful jobs", "gpu-a017"):
+        assert needle in mail.html
+    assert mail.message["List-Unsubscribe"]
+
+
+def test_an_admin_who_stopped_the_digest_does_not_get_it(smtp, admins):
+    OptOut.objects.create(address="lead@example.org", category="digest")
+    send_digest()
+    assert [m.envelope_to for m in smtp.received] == [["ops@example.org"]]
+    assert AlertEmail.objects.get(to="lead@example.org").status == "skipped"
+
+
+def test_the_digest_does_not_count_against_the_daily_limit(smtp, admins, settings, cast):
+    settings.ALERT_DAILY_LIMIT = 1
+    settings.ADMINS = [("Ops", "ops@example.org")]
+    settings.ALERT_NOTIFY_ADMINS = True
+    make_finding(make_job("alice"))
+    now = timezone.localtime().replace(hour=9)
+    outbox.queue_findings(now)
+    outbox.queue_digest(now)
+    assert delivery.deliver_due(now) == Counter(sent=3)  # alice, ops copy, ops digest
+
+
+def test_no_digest_without_admins(smtp, settings):
+    settings.ADMINS = []
+    assert send_digest()["queued"] == 0
+    assert DigestRun.objects.count() == 0

@@ -1,0 +1,86 @@
+"""What an alert email looks like: the evidence in words and units, and the HTML part as a
+mail client shows it (headless Chromium; the screenshot lands in test-output/email/)."""
+
+import pytest
+from django.utils import timezone
+
+from clusterui.alerts.emails import evidence_rows
+from clusterui.alerts.tasks import send_alerts
+from tests.alerts.factories import make_efficiency, make_finding, make_job
+from tests.services import OUTPUT
+
+
+def test_evidence_reads_in_words_and_units():
+    rows = dict(evidence_rows({
+        "util_mean_pct": 8.04, "window_min": 60.0, "gpus": 8, "busy_source": "sm_active",
+        "nic_rx_bytes_per_s": 4.2e10, "sustained": True, "sm_active_mean_pct": None,
+        "cpu_used_pct_of_allocated": 97.14, "gpu_hours_wasted": 12.46, "reason_bits": 96, "per_gpu": {"0": 1},
+        "idle_gpus": [{"node": "gpu-a001", "index": i, "util_mean_pct": 0.3} for i in (1, 2)],
+        "events": [{"ts": "2026-11-22T10:00:00", "code": 79}], "xid_codes": [79, 48],
+    }))
+    assert rows == {
+        "Mean utilization": "8.04 %", "Window": "60 min", "GPUs": "8",
+        "Busy source": "sm_active", "NIC RX": "42 GB/s", "Sustained": "yes",
+        "Mean SM activity": "not reported", "GPU-hours wasted": "12.5", "CPU used of allocated": "97.1 %",
+        "Idle GPUs": "gpu-a001 GPU 1 (0.3 %), gpu-a001 GPU 2 (0.3 %)",
+        "Xid codes": "79, 48",
+    }  # bit masks, nested breakdowns and event lists are left to the job page
+
+
+def test_evidence_that_is_not_a_mapping_shows_nothing():
+    assert evidence_rows(["not", "a", "dict"]) == []
+    assert evidence_rows({}) == []
+
+
+def realistic_finding():
+    """A low-utilization finding shaped as the detector writes it."""
+    job = make_job("alice", name="llama-ft-7b", account="nlp", minutes=125)
+    make_efficiency(job, allocated=16.67, wasted=15.31, gpus=8)
+    start = timezone.now() - timezone.timedelta(hours=1)
+    return job, make_finding(
+        job, severity="critical", wasted=15.31, window_start=start,
+        title="Low GPU utilization: 8.1 % on 8 GPUs",
+        explanation="Over the last 60 min the job's 8 GPUs averaged 8.1 % utilization (SM "
+                    "activity 5.3 %), below the 25 % threshold. Since it started it has used "
+                    "1.4 of its 16.7 allocated GPU-hours: 15.3 GPU-hours wasted.",
+        suggestion="Request fewer GPUs, or give each one more work: a larger batch size, more "
+                   "data-loader workers, or several experiments per GPU (MPS or MIG). Release "
+                   "GPUs held by interactive sessions while they are idle.",
+        evidence={"window_min": 60.0, "gpus": 8, "util_mean_pct": 8.1,
+                  "sm_active_mean_pct": 5.3, "threshold_pct": 25, "gpu_hours_allocated": 16.67,
+                  "gpu_hours_used": 1.36, "gpu_hours_wasted": 15.31})
+
+
+@pytest.mark.django_db
+def test_the_html_part_renders_self_contained_and_fits_a_mail_pane(smtp, cast):
+    from playwright.sync_api import sync_playwright
+
+    job, _ = realistic_finding()
+    send_alerts()
+    [mail] = smtp.received
+    out = OUTPUT / "email"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "finding.eml").write_bytes(mail.message.as_bytes())
+    (out / "finding.txt").write_text(f"Subject: {mail.subject}\n\n{mail.text}")
+    html = mail.html
+
+    requests = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        try:
+            page = browser.new_page(viewport={"width": 700, "height": 900})
+            page.on("request", lambda r: requests.append(r.url))
+            page.set_content(html, wait_until="load")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 700
+            body = page.inner_text("body").lower()  # headings are upper-cased by CSS
+            for needle in ("Critical", "Low GPU utilization on job", "15.3", "GPU-hours wasted",
+                           "8 %", "What happened", "The numbers behind it", "Why",
+                           "What to do", "Stop emails about"):
+                assert needle.lower() in body, needle
+            button = page.get_by_role("link", name=f"Open job {job.external_id}")
+            assert button.get_attribute("href") == f"http://clusterui.test/jobs/{job.pk}/"
+            page.screenshot(path=str(out / "finding.png"), full_page=True)
+        finally:
+            browser.close()
+    assert [r for r in requests if not r.startswith(("about:", "data:"))] == []  # no fetches
