@@ -37,6 +37,8 @@ app.conf.beat_schedule = {
         "clusterui.telemetry.maintain_partitions", "BEAT_PARTITIONS_S", 3600
     ),
     "close-stale-jobs": _entry("clusterui.jobs.close_stale_jobs", "BEAT_STALE_JOBS_S", 60),
+    # Efficiency and findings for running jobs; jobs marked ended are finalized next pass.
+    "run-detectors": _entry("clusterui.findings.run_detectors", "BEAT_DETECTORS_S", 60),
     "send-alerts": _entry("clusterui.alerts.send_alerts", "BEAT_ALERTS_S", 60),
     # The digest goes out at the first check after ALERT_DIGEST_HOUR (local time), once a day.
     "send-digest": _entry("clusterui.alerts.send_digest", "BEAT_DIGEST_S", 900),

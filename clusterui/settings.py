@@ -179,6 +179,39 @@ NODE_SILENT_AFTER_S = env_int("NODE_SILENT_AFTER_S", 120, minimum=10)
 PARTITION_DAYS_AHEAD = env_int("PARTITION_DAYS_AHEAD", 3, minimum=1, maximum=60)
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
 
+# --- Detectors (clusterui/findings; defaults and reasoning in docs/detectors.md) ------
+# A job is judged over the last DETECTOR_WINDOW_S of its data, never inside its first
+# DETECTOR_GRACE_S, and only once it has DETECTOR_MIN_SPAN_S of data past the grace period
+# and DETECTOR_MIN_SAMPLES samples per GPU (jobstats: 10 sampling periods).
+DETECTOR_WINDOW_S = env_int("DETECTOR_WINDOW_S", 3600, minimum=300, maximum=86400)
+DETECTOR_GRACE_S = env_int("DETECTOR_GRACE_S", 600, minimum=0, maximum=86400)
+DETECTOR_MIN_SPAN_S = env_int("DETECTOR_MIN_SPAN_S", 300, minimum=60,
+                              maximum=DETECTOR_WINDOW_S)
+DETECTOR_MIN_SAMPLES = env_int("DETECTOR_MIN_SAMPLES", 10, minimum=2)
+# Data younger than this is left for the next pass (batches still in flight).
+DETECTOR_SETTLE_S = env_int("DETECTOR_SETTLE_S", 30, minimum=0, maximum=3600)
+# Ended jobs the pass never saw are finalized only if they ended this recently.
+DETECTOR_FINAL_LOOKBACK_S = env_int("DETECTOR_FINAL_LOOKBACK_S", 86400, minimum=600)
+DETECTOR_LOW_UTIL_PCT = env_float("DETECTOR_LOW_UTIL_PCT", 25.0, minimum=0, maximum=100)
+DETECTOR_IDLE_GPU_PCT = env_float("DETECTOR_IDLE_GPU_PCT", 5.0, minimum=0, maximum=100)
+DETECTOR_WORKING_GPU_PCT = env_float("DETECTOR_WORKING_GPU_PCT", 25.0, minimum=0, maximum=100)
+DETECTOR_BUSY_PCT = env_float("DETECTOR_BUSY_PCT", 50.0, minimum=0, maximum=100)
+DETECTOR_COMM_TRAFFIC_PCT = env_float("DETECTOR_COMM_TRAFFIC_PCT", 60.0, minimum=1, maximum=100)
+DETECTOR_COMM_TRAFFIC_SHARE = env_float("DETECTOR_COMM_TRAFFIC_SHARE", 0.5, minimum=0.05,
+                                        maximum=1)
+DETECTOR_COMM_CORRELATION = env_float("DETECTOR_COMM_CORRELATION", -0.5, minimum=-1,
+                                      maximum=0)
+DETECTOR_QUIET_NET_PCT = env_float("DETECTOR_QUIET_NET_PCT", 20.0, minimum=0, maximum=100)
+DETECTOR_INPUT_CPU_PCT = env_float("DETECTOR_INPUT_CPU_PCT", 85.0, minimum=1, maximum=100)
+DETECTOR_BNB_UTIL_PCT = env_float("DETECTOR_BNB_UTIL_PCT", 80.0, minimum=0, maximum=100)
+DETECTOR_BNB_SM_PCT = env_float("DETECTOR_BNB_SM_PCT", 20.0, minimum=0, maximum=100)
+DETECTOR_THROTTLE_SHARE = env_float("DETECTOR_THROTTLE_SHARE", 0.3, minimum=0.01, maximum=1)
+DETECTOR_THROTTLE_CLOCK_PCT = env_float("DETECTOR_THROTTLE_CLOCK_PCT", 90.0, minimum=1,
+                                        maximum=100)
+DETECTOR_WASTE_WARNING_GPU_H = env_float("DETECTOR_WASTE_WARNING_GPU_H", 2.0, minimum=0)
+DETECTOR_WASTE_CRITICAL_GPU_H = env_float("DETECTOR_WASTE_CRITICAL_GPU_H", 50.0,
+                                          minimum=DETECTOR_WASTE_WARNING_GPU_H)
+
 # --- Alert emails (clusterui/alerts, docs/operations.md "Email") ----------------------
 ALERT_EMAILS_ENABLED = env_bool("ALERT_EMAILS_ENABLED", True)
 # A job's owner is the Django user whose username is the job's user; when that user has no

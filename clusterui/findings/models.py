@@ -109,6 +109,14 @@ class JobEfficiency(models.Model):
     nvlink_util_peak_pct = models.FloatField(null=True)
     cpu_cores_mean = models.FloatField(null=True)
     cpus_allocated = models.IntegerField(null=True)
+    # The detector pass adds each job's new samples to running sums (``accum``: per GPU
+    # counts, sums, a 1 %-bin histogram of busy, the energy counter's last value; per job
+    # NIC and host CPU sums) instead of re-reading the job's whole history every minute.
+    # ``through``: the newest sample time already added. ``finalized_at``: when the pass
+    # that followed the job's end closed its books (nothing more is added after it).
+    through = models.DateTimeField(null=True)
+    accum = models.JSONField(default=dict)
+    finalized_at = models.DateTimeField(null=True)
 
     class Meta:
         indexes = [
@@ -124,3 +132,95 @@ class JobEfficiency(models.Model):
         if not self.gpu_hours_allocated:
             return None
         return 100.0 * self.gpu_hours_used / self.gpu_hours_allocated
+
+
+class GpuSlice(models.Model):
+    """One allocated GPU over one minute of its job: the sums a detector window adds up.
+
+    Written by the detector pass with one ``INSERT ... SELECT ... ON CONFLICT`` from the raw
+    samples (``clusterui.findings.slices``) and kept only as long as a window reaches back;
+    the counts make every mean, share and correlation exact over any run of minutes,
+    whatever the sampling interval. Percentages are 0-100; NVLink is max(tx, rx) against
+    the GPU's NVLink capacity.
+    """
+
+    # No separate FK indexes: the unique (job, gpu, bucket) index leads with the job.
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="+",
+                            db_index=False)
+    gpu = models.ForeignKey("inventory.Gpu", on_delete=models.CASCADE, related_name="+",
+                            db_index=False)
+    bucket = models.DateTimeField(help_text="Start of the minute")
+    samples = models.IntegerField(default=0)
+    util_sum = models.FloatField(default=0.0)
+    util_n = models.IntegerField(default=0)
+    sm_sum = models.FloatField(default=0.0)
+    sm_n = models.IntegerField(default=0)
+    busy_sum = models.FloatField(default=0.0)
+    busy_n = models.IntegerField(default=0)
+    nvlink_sum = models.FloatField(default=0.0)
+    nvlink_n = models.IntegerField(default=0)
+    nvlink_max = models.FloatField(null=True)
+    nvlink_high = models.IntegerField(default=0, help_text="Samples at or above the "
+                                      "communication-bound traffic threshold")
+    # Busy (x) against NVLink (y), sample by sample: sums for a lag-0 correlation.
+    nvc_n = models.IntegerField(default=0)
+    nvc_x = models.FloatField(default=0.0)
+    nvc_y = models.FloatField(default=0.0)
+    nvc_xx = models.FloatField(default=0.0)
+    nvc_yy = models.FloatField(default=0.0)
+    nvc_xy = models.FloatField(default=0.0)
+    throttled = models.IntegerField(default=0, help_text="Samples with a real throttle reason")
+    throttle_bits = models.BigIntegerField(default=0, help_text="OR of those reasons")
+    throttled_clock_sum = models.FloatField(default=0.0)
+    throttled_clock_n = models.IntegerField(default=0)
+    free_clock_max = models.FloatField(null=True, help_text="Highest SM clock while busy and "
+                                       "not throttled (MHz)")
+
+    class Meta:
+        constraints = [
+            # The pass upserts on it, and windows read a job's minutes through it.
+            models.UniqueConstraint(fields=["job", "gpu", "bucket"], name="gpuslice_uniq"),
+        ]
+        indexes = [
+            # Pruning minutes that no window reaches any more.
+            models.Index(fields=["bucket"], name="gpuslice_bucket_idx"),
+        ]
+
+    def __str__(self):
+        return f"job {self.job_id} gpu {self.gpu_id} at {self.bucket:%Y-%m-%d %H:%M}"
+
+
+class JobSlice(models.Model):
+    """One job over one minute: its nodes' fabric NICs and its host CPU, and busy against
+    NIC traffic node-sample by node-sample (see ``GpuSlice``)."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="+",
+                            db_index=False)
+    bucket = models.DateTimeField(help_text="Start of the minute")
+    nic_n = models.IntegerField(default=0)
+    nic_sum = models.FloatField(default=0.0)
+    nic_max = models.FloatField(null=True)
+    nic_high = models.IntegerField(default=0)
+    nic_bytes = models.FloatField(default=0.0)
+    nc_n = models.IntegerField(default=0)
+    nc_x = models.FloatField(default=0.0)
+    nc_y = models.FloatField(default=0.0)
+    nc_xx = models.FloatField(default=0.0)
+    nc_yy = models.FloatField(default=0.0)
+    nc_xy = models.FloatField(default=0.0)
+    cpu_n = models.IntegerField(default=0)
+    cpu_frac_sum = models.FloatField(default=0.0, help_text="Sum of cores used / cores "
+                                     "allocated, per node sample")
+
+    class Meta:
+        constraints = [
+            # The pass upserts on it, and windows read a job's minutes through it.
+            models.UniqueConstraint(fields=["job", "bucket"], name="jobslice_uniq"),
+        ]
+        indexes = [
+            # Pruning minutes that no window reaches any more.
+            models.Index(fields=["bucket"], name="jobslice_bucket_idx"),
+        ]
+
+    def __str__(self):
+        return f"job {self.job_id} at {self.bucket:%Y-%m-%d %H:%M}"

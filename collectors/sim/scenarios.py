@@ -29,8 +29,9 @@ kind outside the set is one it must not raise.
   low-utilization thresholds, so not low_utilization.
 - BUSY_NOT_BUSY (NVML util ~98 % while GPM SM activity is ~8 %: a stream of tiny
   kernels): busy_not_busy. Low utilization is judged on util_pct, which reads busy.
-- THERMAL_THROTTLE (~88 C, SwThermal + HwThermal bits, SM clock ~1300 MHz) and
-  POWER_THROTTLE (power at the limit, SwPowerCap bit, SM clock ~1600 MHz): throttling.
+- THERMAL_THROTTLE (~88 C, SwThermal + HwThermal bits, SM clock ~1320 MHz on an H100:
+  2/3 of the model's max) and POWER_THROTTLE (power at the limit, SwPowerCap bit, SM
+  clock ~1600 MHz on an H100: 81 % of the max): throttling.
   Both otherwise busy (util ~92 %).
 - XID (healthy, plus an Xid event every few minutes: 79, 48, 94, ...): gpu_errors.
 """
@@ -167,10 +168,12 @@ class Behaviour:
             throttle = THROTTLE_SW_THERMAL
             if noise(self.key, 5, t) > -0.3:
                 throttle |= THROTTLE_HW_THERMAL
-            clock = int(1320 + 60 * noise(self.key, 6, t))
+            # 1320 MHz on an H100 (1980 max): the same share of any model's max clock.
+            clock = int(model.max_sm_clock_mhz * 2 / 3 + 60 * noise(self.key, 6, t))
         elif self.throttling == "power":
             throttle = THROTTLE_SW_POWER
-            clock = int(1600 + 50 * noise(self.key, 6, t))
+            # 1600 MHz on an H100; a throttled GPU never runs above its own max clock.
+            clock = int(model.max_sm_clock_mhz * 80 / 99 + 50 * noise(self.key, 6, t))
         elif util < 1.0:
             throttle = THROTTLE_IDLE
             clock = model.idle_sm_clock_mhz

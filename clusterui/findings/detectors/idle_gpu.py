@@ -1,0 +1,67 @@
+"""Idle allocated GPU: some GPUs of a job do (almost) nothing while others work.
+
+The "asked for 8, used 1" case: at least one GPU averages below ``idle_gpu_pct`` NVML
+utilization while at least one other averages ``working_gpu_pct`` or more. A job whose GPUs
+are all idle is ``low_utilization``'s, not this. Severity scales with the GPU-hours the
+idle GPUs have wasted since the job started.
+"""
+
+from clusterui.findings.choices import FindingKind
+from clusterui.findings.detectors.base import (
+    Decision,
+    duration,
+    gpu_list,
+    pct,
+    plural,
+    r2,
+    severity_from_waste,
+)
+from clusterui.findings.thresholds import Thresholds
+from clusterui.findings.window import JobWindow
+
+KIND = FindingKind.IDLE_GPU
+
+
+def detect(w: JobWindow, t: Thresholds) -> Decision | None:
+    gpus = [g for g in w.gpus if g.util_mean is not None]
+    if len(gpus) < 2:
+        return None
+    idle = [g for g in gpus if g.util_mean < t.idle_gpu_pct]
+    working = [g for g in gpus if g.util_mean >= t.working_gpu_pct]
+    if not idle or not working:
+        return None
+    waste = sum(g.wasted_gpu_hours for g in idle)
+    idle_mean = sum(g.util_mean for g in idle) / len(idle)
+    work_mean = sum(g.util_mean for g in working) / len(working)
+    n_alloc = w.gpus_allocated or len(gpus)
+    keep = n_alloc - len(idle)
+    explanation = (
+        f"Over the last {duration(w.span_s)}, {len(idle)} of the job's {plural(n_alloc, 'GPU')} "
+        f"averaged {pct(idle_mean)} utilization ({gpu_list(idle)}) while "
+        f"{plural(len(working), 'GPU')} worked at {pct(work_mean)} ({gpu_list(working)}). "
+        f"The idle GPUs have wasted {waste:.1f} GPU-hours since the job started."
+    )
+    suggestion = (
+        f"Request {plural(keep, 'GPU')} instead of {n_alloc}, or make the program use all of "
+        "them: start one process per GPU (torchrun --nproc_per_node, DistributedDataParallel, "
+        "srun with --gpus-per-task) rather than a single process that sees only one device."
+    )
+    return Decision(
+        kind=KIND,
+        severity=severity_from_waste(waste, t),
+        title=f"{len(idle)} of {n_alloc} allocated GPUs idle",
+        explanation=explanation,
+        suggestion=suggestion,
+        evidence={
+            "window_min": round(w.span_s / 60, 1),
+            "gpus": n_alloc,
+            "idle_gpus": [{"node": g.node, "index": g.index, "util_mean_pct": r2(g.util_mean)}
+                          for g in idle],
+            "working_gpus": [{"node": g.node, "index": g.index,
+                              "util_mean_pct": r2(g.util_mean)} for g in working],
+            "idle_threshold_pct": t.idle_gpu_pct,
+            "idle_gpu_hours_wasted": r2(waste, 2),
+        },
+        wasted_gpu_hours=waste,
+        gpu_id=idle[0].gpu_id if len(idle) == 1 else None,
+    )

@@ -1,0 +1,99 @@
+"""Turning decisions into findings: open, update while the condition lasts, close when it ends.
+
+At most one open finding per job and kind (per node and kind for node findings): the
+partial unique constraints enforce it, and the pass, which holds an advisory lock, keeps to
+it by loading the open findings of all the jobs it judged in one query. A finding's
+severity only rises while it is open (the worst seen), so an escalation is emailed once
+and a finding never quietly downgrades.
+"""
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from clusterui.findings.choices import FindingState, Severity
+from clusterui.findings.detectors.base import Decision
+from clusterui.findings.models import Finding
+
+UPDATE_FIELDS = ["severity", "window_start", "window_end", "last_seen", "evidence",
+                 "wasted_gpu_hours", "title", "explanation", "suggestion", "gpu"]
+CLOSE_FIELDS = ["state", "closed_at"]
+
+
+@dataclass
+class Verdict:
+    """What a pass concluded about one job (or one node, ``job_id`` None) for some kinds."""
+
+    job_id: int | None
+    node_id: int | None
+    kinds: set[str]  # the kinds that were judged: those not decided are closed if open
+    decisions: dict[str, tuple[Decision, dt.datetime]] = field(default_factory=dict)
+    end: dt.datetime | None = None  # data time the verdict was reached at
+
+
+@dataclass
+class Counts:
+    opened: int = 0
+    updated: int = 0
+    closed: int = 0
+
+
+def _key(job_id, node_id, kind):
+    return ("job", job_id, kind) if job_id is not None else ("node", node_id, kind)
+
+
+def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int]) -> Counts:
+    """Open, update and close findings for ``verdicts``; ``gpu_nodes`` maps gpu -> node."""
+    counts = Counts()
+    job_ids = [v.job_id for v in verdicts if v.job_id is not None]
+    node_ids = [v.node_id for v in verdicts if v.job_id is None]
+    open_now = {}
+    if job_ids:
+        for f in Finding.objects.filter(state=FindingState.OPEN, job_id__in=job_ids):
+            open_now[_key(f.job_id, None, f.kind)] = f
+    if node_ids:
+        for f in Finding.objects.filter(state=FindingState.OPEN, job__isnull=True,
+                                        node_id__in=node_ids):
+            open_now[_key(None, f.node_id, f.kind)] = f
+    creates, updates, closes = [], [], []
+    for v in verdicts:
+        for kind in v.kinds:
+            found = open_now.get(_key(v.job_id, v.node_id, kind))
+            decided = v.decisions.get(kind)
+            if decided is None:
+                if found is not None:
+                    found.state, found.closed_at = FindingState.CLOSED, v.end
+                    closes.append(found)
+                continue
+            d, window_start = decided
+            node_id = gpu_nodes.get(d.gpu_id, v.node_id) if d.gpu_id else v.node_id
+            if found is None:
+                creates.append(Finding(
+                    kind=kind, severity=d.severity, state=FindingState.OPEN, job_id=v.job_id,
+                    node_id=node_id, gpu_id=d.gpu_id, window_start=window_start,
+                    window_end=v.end, first_seen=v.end, last_seen=v.end, evidence=d.evidence,
+                    wasted_gpu_hours=d.wasted_gpu_hours, title=d.title[:200],
+                    explanation=d.explanation, suggestion=d.suggestion,
+                ))
+                continue
+            if Severity(d.severity).rank > Severity(found.severity).rank:
+                found.severity = d.severity
+            found.window_start, found.window_end, found.last_seen = window_start, v.end, v.end
+            found.evidence, found.wasted_gpu_hours = d.evidence, d.wasted_gpu_hours
+            found.title, found.explanation = d.title[:200], d.explanation
+            found.suggestion, found.gpu_id = d.suggestion, d.gpu_id
+            updates.append(found)
+    Finding.objects.bulk_create(creates)
+    Finding.objects.bulk_update(updates, UPDATE_FIELDS)
+    Finding.objects.bulk_update(closes, CLOSE_FIELDS)
+    counts.opened, counts.updated, counts.closed = len(creates), len(updates), len(closes)
+    return counts
+
+
+def close_for_jobs(ended: dict[int, dt.datetime]) -> int:
+    """Close every open finding of jobs that ended (at their end): the condition is over."""
+    closed = 0
+    for job_id, end in ended.items():
+        closed += Finding.objects.filter(job_id=job_id, state=FindingState.OPEN).update(
+            state=FindingState.CLOSED, closed_at=end
+        )
+    return closed
