@@ -3,13 +3,27 @@
 import os
 
 from celery import Celery
-from celery.schedules import crontab  # noqa: F401  (kept for schedule overrides)
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterui.settings")
 
 app = Celery("clusterui")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Celery's Django fix-up closes the database connection around every task unless told to
+# reuse it: a new connection per batch cost three quarters of the ingest time. Reuse it
+# for this many tasks (Django's CONN_MAX_AGE and health checks still apply).
+app.conf["CELERY_DB_REUSE_MAX"] = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _drop_broken_connections(**kwargs):
+    """Like Django's request signals: a connection that errored (the database restarted) or
+    outlived CONN_MAX_AGE is closed, so the next task (or retry) opens a fresh one."""
+    from django.db import close_old_connections
+
+    close_old_connections()
 
 
 def _every(env_name: str, default_s: float) -> float:
