@@ -167,6 +167,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Ingest ---------------------------------------------------------------------------
+# Refuse unsigned batches from clusters that have no ingest key (clusters with a key always
+# require its signature). On by default outside development.
+INGEST_REQUIRE_SIGNATURE = env_bool("INGEST_REQUIRE_SIGNATURE", not DEBUG)
 INGEST_MAX_RETRIES = env_int("INGEST_MAX_RETRIES", 30, minimum=0)
 INGEST_MAX_ROWS = env_int("INGEST_MAX_ROWS", 200_000, minimum=1)
 # Samples further than this in the future are refused (clock skew); there is no lower bound
@@ -212,32 +215,6 @@ DETECTOR_WASTE_WARNING_GPU_H = env_float("DETECTOR_WASTE_WARNING_GPU_H", 2.0, mi
 DETECTOR_WASTE_CRITICAL_GPU_H = env_float("DETECTOR_WASTE_CRITICAL_GPU_H", 50.0,
                                           minimum=DETECTOR_WASTE_WARNING_GPU_H)
 
-# --- Alert emails (clusterui/alerts, docs/operations.md "Email") ----------------------
-ALERT_EMAILS_ENABLED = env_bool("ALERT_EMAILS_ENABLED", True)
-# A job's owner is the Django user whose username is the job's user; when that user has no
-# email (or does not exist), this pattern gives the address, e.g. "{user}@example.org".
-ALERT_EMAIL_PATTERN = env_str("ALERT_EMAIL_PATTERN", "")
-# Copy every finding email to ADMIN_EMAILS, and to the managers of the job's account
-# ("nlp=lead@example.org,deputy@example.org;vision=v@example.org").
-ALERT_NOTIFY_ADMINS = env_bool("ALERT_NOTIFY_ADMINS", False)
-ALERT_ACCOUNT_MANAGERS = env_mapping("ALERT_ACCOUNT_MANAGERS")
-ALERT_MIN_SEVERITY = env_choice("ALERT_MIN_SEVERITY", "warning", ("info", "warning", "critical"))
-# At most this many finding emails per address and local day (the digest does not count).
-ALERT_DAILY_LIMIT = env_int("ALERT_DAILY_LIMIT", 10, minimum=1)
-# Emails wait (they are not dropped) during quiet hours and on days not listed (TIME_ZONE).
-ALERT_QUIET_HOURS = env_time_window("ALERT_QUIET_HOURS")
-ALERT_WEEKDAYS = env_weekdays("ALERT_WEEKDAYS", "mon-sun")
-# The admins' daily digest goes out at the first check after this local hour.
-ALERT_DIGEST_HOUR = env_int("ALERT_DIGEST_HOUR", 7, minimum=0, maximum=23)
-ALERT_DIGEST_TOP = env_int("ALERT_DIGEST_TOP", 10, minimum=1, maximum=100)
-# A failed SMTP send is retried after BASE, 2 x BASE, 4 x BASE ... seconds, at most MAX apart.
-ALERT_RETRY_BASE_S = env_int("ALERT_RETRY_BASE_S", 60, minimum=1)
-ALERT_RETRY_MAX_S = env_int("ALERT_RETRY_MAX_S", 3600, minimum=ALERT_RETRY_BASE_S)
-ALERT_BATCH = env_int("ALERT_BATCH", 200, minimum=1, maximum=10_000)
-ALERT_LOG_RETENTION_DAYS = env_int("ALERT_LOG_RETENTION_DAYS", 180, minimum=1)
-# The demo's SMTP sink writes a Maildir here; set, it enables the /demo/mail/ pages.
-DEMO_MAILBOX_DIR = env_str("DEMO_MAILBOX_DIR", "")
-
 # --- JSON API (clusterui/api, docs/api.md) -------------------------------------------
 REST_FRAMEWORK = {
     # Token first: an unauthenticated request gets 401 with a WWW-Authenticate header.
@@ -280,6 +257,32 @@ SPECTACULAR_SETTINGS = {
     },
 }
 API_TOKENS_PER_USER = env_int("API_TOKENS_PER_USER", 20, minimum=1)
+
+# --- Alert emails (clusterui/alerts, docs/operations.md "Email") ----------------------
+ALERT_EMAILS_ENABLED = env_bool("ALERT_EMAILS_ENABLED", True)
+# A job's owner is the Django user whose username is the job's user; when that user has no
+# email (or does not exist), this pattern gives the address, e.g. "{user}@example.org".
+ALERT_EMAIL_PATTERN = env_str("ALERT_EMAIL_PATTERN", "")
+# Copy every finding email to ADMIN_EMAILS, and to the managers of the job's account
+# ("nlp=lead@example.org,deputy@example.org;vision=v@example.org").
+ALERT_NOTIFY_ADMINS = env_bool("ALERT_NOTIFY_ADMINS", False)
+ALERT_ACCOUNT_MANAGERS = env_mapping("ALERT_ACCOUNT_MANAGERS")
+ALERT_MIN_SEVERITY = env_choice("ALERT_MIN_SEVERITY", "warning", ("info", "warning", "critical"))
+# At most this many finding emails per address and local day (the digest does not count).
+ALERT_DAILY_LIMIT = env_int("ALERT_DAILY_LIMIT", 10, minimum=1)
+# Emails wait (they are not dropped) during quiet hours and on days not listed (TIME_ZONE).
+ALERT_QUIET_HOURS = env_time_window("ALERT_QUIET_HOURS")
+ALERT_WEEKDAYS = env_weekdays("ALERT_WEEKDAYS", "mon-sun")
+# The admins' daily digest goes out at the first check after this local hour.
+ALERT_DIGEST_HOUR = env_int("ALERT_DIGEST_HOUR", 7, minimum=0, maximum=23)
+ALERT_DIGEST_TOP = env_int("ALERT_DIGEST_TOP", 10, minimum=1, maximum=100)
+# A failed SMTP send is retried after BASE, 2 x BASE, 4 x BASE ... seconds, at most MAX apart.
+ALERT_RETRY_BASE_S = env_int("ALERT_RETRY_BASE_S", 60, minimum=1)
+ALERT_RETRY_MAX_S = env_int("ALERT_RETRY_MAX_S", 3600, minimum=ALERT_RETRY_BASE_S)
+ALERT_BATCH = env_int("ALERT_BATCH", 200, minimum=1, maximum=10_000)
+ALERT_LOG_RETENTION_DAYS = env_int("ALERT_LOG_RETENTION_DAYS", 180, minimum=1)
+# The demo's SMTP sink writes a Maildir here; set, it enables the /demo/mail/ pages.
+DEMO_MAILBOX_DIR = env_str("DEMO_MAILBOX_DIR", "")
 
 LOGGING = {
     "version": 1,

@@ -19,6 +19,8 @@ TEST_ENV = {
     "SESSION_COOKIE_SECURE": "0",
     "CSRF_COOKIE_SECURE": "0",
     "SECURE_HSTS_SECONDS": "0",
+    # Most tests feed unsigned batches; the signature tests turn this on themselves.
+    "INGEST_REQUIRE_SIGNATURE": "0",
 }
 for _key, _value in TEST_ENV.items():
     os.environ.setdefault(_key, _value)

@@ -88,7 +88,7 @@ def _shipper(config: Config):
     except OSError as exc:
         print(f"clusterui-collector: configuration error: {exc}", file=sys.stderr)
         return None
-    return Shipper(CelerySender(config.broker_url, config.queue), spool)
+    return Shipper(CelerySender(config.broker_url, config.queue, config.signing_key()), spool)
 
 
 def _once_ship(agent: Agent, backend, shipper) -> int:

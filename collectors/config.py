@@ -37,6 +37,10 @@ class Config:
     cgroup_root: str = "/sys/fs/cgroup"
     job_map_dir: str = "/run/clusterui-jobs"
     sim_seed: int = 1
+    # The cluster's ingest key: batches are signed with it (HMAC-SHA256) when set.
+    ingest_key_id: str = ""
+    ingest_key: str = ""
+    ingest_key_file: str = ""
 
     @classmethod
     def load(cls, path: str | None, env: Mapping[str, str]) -> Config:
@@ -60,6 +64,26 @@ class Config:
     def _check(self) -> None:
         if self.flush < self.interval:
             raise ConfigError(f"flush: must be >= interval ({self.interval:g}), got {self.flush!r}")
+        if (self.ingest_key or self.ingest_key_file) and not self.ingest_key_id:
+            raise ConfigError("ingest_key_id: must be set when ingest_key or ingest_key_file is")
+        if self.ingest_key and self.ingest_key_file:
+            raise ConfigError("ingest_key: set ingest_key or ingest_key_file, not both")
+
+    def signing_key(self) -> tuple[str, str] | None:
+        """(key id, secret) to sign batches with, or None when batches go unsigned."""
+        if not self.ingest_key_id:
+            return None
+        secret = self.ingest_key
+        if self.ingest_key_file:
+            try:
+                with open(self.ingest_key_file, encoding="utf-8") as fh:
+                    secret = fh.read().strip()
+            except OSError as exc:
+                raise ConfigError(f"ingest_key_file: cannot read {self.ingest_key_file!r}: "
+                                  f"{exc.strerror}") from exc
+        if not secret:
+            raise ConfigError("ingest_key: empty; set ingest_key or ingest_key_file")
+        return self.ingest_key_id, secret
 
 
 def _read_toml(path: str) -> dict[str, Any]:
@@ -82,6 +106,12 @@ def _read_toml(path: str) -> dict[str, Any]:
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{name}: must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _optional_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}: must be a string, got {value!r}")
     return value.strip()
 
 
@@ -143,5 +173,8 @@ _PARSERS = {
     "procfs_root": _text,
     "cgroup_root": _text,
     "job_map_dir": _text,
+    "ingest_key_id": _optional_text,
+    "ingest_key": _optional_text,
+    "ingest_key_file": _optional_text,
     "sim_seed": _integer(0),
 }

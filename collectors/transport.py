@@ -12,6 +12,8 @@ import logging
 import os
 import tempfile
 
+from collectors import signing
+
 log = logging.getLogger(__name__)
 
 TASK_NAME = "clusterui.ingest"
@@ -21,10 +23,14 @@ CONNECT_TIMEOUT_S = 3.0
 class CelerySender:
     """Publishes ``clusterui.ingest(batch)``; raises fast (no retry loop) when it cannot."""
 
-    def __init__(self, broker_url: str, queue: str = "ingest") -> None:
+    def __init__(self, broker_url: str, queue: str = "ingest",
+                 signing_key: tuple[str, str] | None = None) -> None:
         from celery import Celery  # imported here: --once --stdout never needs it
 
         self.queue = queue
+        # (key id, secret): every batch is signed just before it is published, after
+        # anything else (the spool's drop count) has been added to it.
+        self.signing_key = signing_key
         self.broker_url = broker_url
         self._connection = None
         self.app = Celery("clusterui-collector", broker=broker_url, set_as_current=False)
@@ -50,6 +56,8 @@ class CelerySender:
         # environment override the configured broker_url.
         if self._connection is None:
             self._connection = self.app.connection_for_write(self.broker_url)
+        if self.signing_key:
+            signing.sign(batch, *self.signing_key)
         try:
             self.app.send_task(
                 TASK_NAME,

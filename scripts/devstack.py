@@ -216,6 +216,12 @@ def demo(args) -> None:
     manage(env, "migrate", "--no-input", "-v", "0")
     manage(env, "collectstatic", "--no-input", "-v", "0")
     manage(env, "demo_users")
+    # The simulated collectors sign their batches with the demo cluster's ingest key.
+    key_file = VAR / "demo_ingest_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(32))
+    ingest_key = key_file.read_text().strip()
+    manage(env, "ingest_key", "ensure", "demo", "--key-id", "demo-sim", "--secret", ingest_key)
     signal.signal(signal.SIGINT, stop_children)
     signal.signal(signal.SIGTERM, stop_children)
     bin_ = str(VENV_BIN)
@@ -232,7 +238,8 @@ def demo(args) -> None:
         "--seed", str(args.seed), "--interval", str(args.interval), "--flush",
         str(args.interval), "--broker-url", env["CELERY_BROKER_URL"], "--cluster", "demo",
         "--root", str(VAR / "sim"), "--spool-dir", str(VAR / "spool"),
-        "--backfill", str(args.backfill)], env)
+        "--backfill", str(args.backfill), "--ingest-key-id", "demo-sim"],
+        {**env, "CLUSTERUI_INGEST_KEY": ingest_key})
     wait_port("127.0.0.1", args.port, "the web server")
     say("")
     say(f"ClusterUI is running: http://localhost:{args.port}/")

@@ -58,3 +58,26 @@ class RejectedBatch(models.Model):
 
     def __str__(self):
         return f"{self.node or '?'}: {self.reason}"
+
+
+class IngestKey(models.Model):
+    """A cluster's key for signing batches (HMAC-SHA256). Several may be active at once, so
+    a key is rotated by adding the new one, moving the collectors to it, then revoking the
+    old one (``manage.py ingest_key``)."""
+
+    cluster = models.CharField(max_length=64, help_text="Cluster name, as collectors send it")
+    key_id = models.CharField(max_length=64)
+    # HMAC needs the secret itself on both sides; protect the database accordingly.
+    secret = models.CharField(max_length=128)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster", "created_at"]
+        constraints = [
+            # A batch names its key by (cluster, key id).
+            models.UniqueConstraint(fields=["cluster", "key_id"], name="ingestkey_cluster_id_uniq"),
+        ]
+
+    def __str__(self):
+        return f"{self.cluster}/{self.key_id}{' (revoked)' if self.revoked_at else ''}"

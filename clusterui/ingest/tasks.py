@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from clusterui.ingest import deadletter
+from clusterui.ingest.auth import check_signature
 from clusterui.ingest.models import RejectedBatch
 from clusterui.ingest.validate import BatchRejected, validate_batch
 from clusterui.ingest.writer import store_batch
@@ -23,6 +24,11 @@ log = logging.getLogger(__name__)
 
 def ingest_envelope(envelope):
     """Validate and store one envelope; refusals are recorded, not raised."""
+    if isinstance(envelope, dict):
+        refusal = check_signature(envelope)
+        if refusal:
+            record_rejection(envelope, refusal)
+            return None
     try:
         batch = validate_batch(
             envelope,

@@ -359,6 +359,10 @@ def _parse_args(argv):
                    help="first generate this many seconds of history, as fast as possible")  # fmt: skip
     p.add_argument("--duration", type=float, default=0.0,
                    help="seconds to run in real time after the backfill (0: forever)")  # fmt: skip
+    p.add_argument("--ingest-key-id", default=os.environ.get("CLUSTERUI_INGEST_KEY_ID", ""),
+                   help="sign batches with this cluster ingest key (id)")  # fmt: skip
+    p.add_argument("--ingest-key", default=os.environ.get("CLUSTERUI_INGEST_KEY", ""),
+                   help="the ingest key's secret (or CLUSTERUI_INGEST_KEY)")  # fmt: skip
     p.add_argument("--stdout", action="store_true", help="print batches as JSON lines")
     p.add_argument("--log-level", default="WARNING")
     args = p.parse_args(argv)
@@ -379,7 +383,8 @@ class _Output:
         from collectors.transport import CelerySender, Shipper, Spool
 
         spool_root = args.spool_dir or os.path.join(tempfile.gettempdir(), "clusterui-sim-spool")
-        self.sender = CelerySender(args.broker_url, args.queue)
+        key = (args.ingest_key_id, args.ingest_key) if args.ingest_key_id else None
+        self.sender = CelerySender(args.broker_url, args.queue, key)
         for name in node_names:
             spool = Spool(os.path.join(spool_root, name), args.spool_max_bytes)
             self.shippers[name] = Shipper(self.sender, spool)
