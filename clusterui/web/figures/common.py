@@ -17,7 +17,7 @@ def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def layout(*, height: int = 260, y_title: str = "", y_range=None, legend: bool = True,
+def layout(*, height: int = 260, y_title: str = "", y_range=None, show_legend: bool = True,
            **extra) -> dict:
     """A compact layout for a card: no title (the card has one), hover across traces."""
     base = {
@@ -29,7 +29,7 @@ def layout(*, height: int = 260, y_title: str = "", y_range=None, legend: bool =
                  "size": 12, "color": INK},
         "hovermode": "x unified",
         "hoverlabel": {"namelength": -1},
-        "showlegend": legend,
+        "showlegend": show_legend,
         "legend": {"orientation": "v", "x": 1.01, "y": 1, "yanchor": "top",
                    "font": {"size": 11}, "itemwidth": 30},
         "xaxis": {"type": "date", "gridcolor": GRID, "linecolor": "#c9ced8", "ticks": "outside",

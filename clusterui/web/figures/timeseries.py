@@ -52,7 +52,7 @@ def per_gpu_chart(series, metric: str, labels: dict[int, str], *, y_title: str,
     for value in sorted({v * scale for v in (capacities or {}).values() if v}):
         _capacity_line(fig, value, capacity_label.format(value))
     fig.update_layout(**layout(y_title=y_title, y_range=y_range,
-                               legend=len(labels) > 1))
+                               show_legend=len(labels) > 1))
     return fig
 
 
@@ -124,7 +124,7 @@ def host_cpu_chart(series, job_id: int, *, cpus_per_node: float | None) -> go.Fi
         hovertemplate="%{y:.1f} cores"))
     if cpus_per_node:
         _capacity_line(fig, cpus_per_node, f"allocated {cpus_per_node:g} cores per node")
-    fig.update_layout(**layout(y_title="CPU cores", legend=False))
+    fig.update_layout(**layout(y_title="CPU cores", show_legend=False))
     return fig
 
 
@@ -162,7 +162,7 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
     if not fig.data:
         return None
     fig.update_layout(**layout(
-        height=max(150, 34 * len(rows) + 60), legend=False, barmode="overlay", bargap=0.25,
+        height=max(150, 34 * len(rows) + 60), show_legend=False, barmode="overlay", bargap=0.25,
         hovermode="closest",
         yaxis={"categoryorder": "array", "categoryarray": [f"GPU {g}" for g in rows],
                "autorange": "reversed", "gridcolor": "rgba(0,0,0,0)",

@@ -86,7 +86,7 @@ def job_detail(request, pk):
     findings = list(
         Finding.objects.visible_to(request.user).filter(job=job)
         .select_related("acknowledged_by", "gpu", "node").annotate(rank=SEVERITY_RANK)
-        .order_by("state", "-rank", "-last_seen")
+        .order_by("-state", "-rank", "-last_seen")  # "open" sorts after "closed": open first
     )
     for finding in findings:
         finding.chart = EVIDENCE_CHART.get(finding.kind)

@@ -1,0 +1,107 @@
+"""The figure functions, called without a request (plain data in, Plotly figures out)."""
+
+import datetime as dt
+
+from clusterui.inventory.models import Gpu, Nic
+from clusterui.telemetry.series import Series
+from clusterui.web import derived
+from clusterui.web.figures import heatmap, timeseries, usage
+from clusterui.web.snapshot import GpuCell
+
+T0 = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
+
+
+def series(values: dict, n: int, step: int = 10) -> Series:
+    return Series(start=T0, end=T0 + dt.timedelta(seconds=n * step), step=step,
+                  ts=[T0 + dt.timedelta(seconds=i * step) for i in range(n)], values=values)
+
+
+def cells(nodes: int, gpus: int, util=42.0):
+    return [GpuCell(node_id=n + 1, node=f"gpu-a{n + 1:04d}", index=g, model="H100", util=util,
+                    sm_active=None, job_id=None, allocated=g % 2 == 0)
+            for n in range(nodes) for g in range(gpus)]
+
+
+def test_heatmap_at_1000_nodes_stays_small_and_clickable():
+    fig = heatmap.utilization_heatmap(cells(1000, 8)).to_plotly_json()
+    util = fig["data"][1]
+    assert len(util["z"]) == 10 * 8 + 9  # ten bands of 100 nodes, blank rows between
+    assert all(len(row) == 100 for row in util["z"])
+    assert util["customdata"][7][0][0] == 1  # band 1: node 1 GPU 7 at row 7
+    assert util["customdata"][8][0] is None  # the blank row
+    assert util["customdata"][9][0][0] == 101  # band 2 starts at node 101
+    assert util["customdata"][9 * 9][0][0] == 901  # band 10 starts at node 901
+    assert "text" not in util or util["text"] is None  # no in-cell labels at this size
+    assert fig["layout"]["height"] < 1200
+
+
+def test_heatmap_cells_say_free_or_busy_and_mark_missing_samples():
+    cs = cells(2, 2)
+    cs[3].util = None
+    fig = heatmap.utilization_heatmap(cs).to_plotly_json()
+    util, missing = fig["data"][1], fig["data"][0]
+    assert util["text"] == [["42", "42"], ["free", ""]]
+    assert missing["z"] == [[None, None], [None, 1]]
+    assert "no current sample" in util["customdata"][1][1][1]
+    assert heatmap.utilization_heatmap([]) is None
+
+
+def test_per_gpu_chart_has_one_trace_per_gpu_and_capacity_lines():
+    s = series({1: {"mem_used_mib": [1024.0, 2048.0]}, 2: {"mem_used_mib": [None, 4096.0]},
+                3: {"mem_used_mib": [None, None]}}, 2)
+    fig = timeseries.per_gpu_chart(
+        s, "mem_used_mib", {1: "GPU 0", 2: "GPU 1", 3: "GPU 2"}, y_title="GiB",
+        scale=timeseries.GIB_PER_MIB, capacities={1: 81920, 2: 81920},
+        capacity_label="capacity {:,.0f} GiB").to_plotly_json()
+    assert [t["name"] for t in fig["data"]] == ["GPU 0", "GPU 1"]  # GPU 2 never reported
+    assert list(fig["data"][0]["y"]) == [1.0, 2.0]
+    assert [s["y0"] for s in fig["layout"]["shapes"]] == [80.0]
+    assert fig["layout"]["annotations"][0]["text"] == "capacity 80 GiB"
+    assert fig["data"][0]["x"][0] == "2026-11-22 12:00:00"  # server-local wall time (UTC)
+
+
+def test_nothing_to_draw_is_none():
+    s = series({1: {"util_pct": [None, None]}}, 2)
+    assert timeseries.per_gpu_chart(s, "util_pct", {1: "GPU 0"}, y_title="%") is None
+    assert timeseries.activity_chart(s, gpu_util=[None, None], gpu_sm=[None, None],
+                                     nic_pct=[None, None], nvlink_pct=[None, None]) is None
+    assert timeseries.jobs_timeline([], T0, T0) is None
+    assert usage.usage_bars([]) is None
+
+
+def test_link_load_is_the_busier_direction_against_capacity():
+    nics = [Nic(id=1, name="mlx5_0:1", kind="infiniband", link_bytes_per_s=50e9),
+            Nic(id=2, name="mlx5_1:1", kind="infiniband", link_bytes_per_s=50e9),
+            Nic(id=3, name="eth0", kind="ethernet", link_bytes_per_s=3.125e9)]
+    fabric = derived.fabric_nics(nics)
+    assert [n.name for n in fabric] == ["mlx5_0:1", "mlx5_1:1"]  # management Ethernet left out
+    s = series({1: {"rx_bytes_per_s": [45e9, None], "tx_bytes_per_s": [10e9, None]},
+                2: {"rx_bytes_per_s": [5e9, 20e9], "tx_bytes_per_s": [25e9, 10e9]}}, 2)
+    assert derived.nic_load_pct(s, fabric) == [70.0, 40.0]  # (45 + 25) / 100; 20 / 50
+
+    gpus = [Gpu(id=7, nvlink_bytes_per_s=450e9), Gpu(id=8, nvlink_bytes_per_s=None)]
+    g = series({7: {"nvlink_tx_bytes_per_s": [405e9, None], "nvlink_rx_bytes_per_s": [90e9, None]},
+                8: {"nvlink_tx_bytes_per_s": [1e9, 1e9], "nvlink_rx_bytes_per_s": [1e9, 1e9]}}, 2)
+    assert derived.nvlink_load_pct(g, gpus) == [90.0, None]
+
+
+def test_activity_chart_puts_gpus_and_links_on_one_axis():
+    s = series({}, 3)
+    fig = timeseries.activity_chart(s, gpu_util=[10.0, 90.0, 12.0], gpu_sm=[None] * 3,
+                                    nic_pct=[92.0, 3.0, 91.0], nvlink_pct=[None] * 3)
+    data = fig.to_plotly_json()["data"]
+    assert [t["name"] for t in data] == ["NIC traffic, % of link capacity",
+                                         "GPU utilization (mean over GPUs)"]
+    assert data[0]["x"] == data[1]["x"]
+    assert fig.layout.yaxis.range == (0, 102)
+
+
+def test_jobs_timeline_clips_bars_to_the_range():
+    allocs = [{"job_id": 5, "label": "812345", "user": "alice", "name": "ft", "gpu_index": 0,
+               "start": T0 - dt.timedelta(hours=1), "end": T0 + dt.timedelta(minutes=30),
+               "running": False}]
+    fig = timeseries.jobs_timeline(allocs, T0, T0 + dt.timedelta(hours=1)).to_plotly_json()
+    bar = fig["data"][0]
+    assert list(bar["base"]) == ["2026-11-22 12:00:00"]
+    assert list(bar["x"]) == [30 * 60 * 1000]
+    assert list(bar["customdata"]) == [5]

@@ -1,0 +1,194 @@
+"""The job page: header, efficiency, findings with their explanation, and the charts."""
+
+import datetime as dt
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from clusterui.findings.models import Finding
+from clusterui.telemetry.models import GpuEvent
+from clusterui.telemetry.series import MAX_POINTS
+from tests.web import factories as f
+
+pytestmark = pytest.mark.django_db
+
+# session + user, then: the job (with cluster and efficiency), its allocations, its nodes'
+# NICs, GPU series, NIC series, host series, findings, GPU events.
+JOB_QUERIES = 2 + 8
+
+
+@pytest.fixture
+def running_job(db):
+    """alice's 4-GPU job, 30 min old, with samples: GPU 3 idle while the others work."""
+    now = timezone.now()
+    n = f.node("gpu-a001", gpus=4, nics=2)
+    gpus = list(n.gpus.order_by("index"))
+    started = now - dt.timedelta(minutes=30)
+    j = f.job("alice", gpus=gpus, started_at=started, external_id="812345", name="llama-ft",
+              efficiency={"allocated": 2.0, "used": 1.4})
+    f.gpu_samples(gpus, started, now, job=j, util=lambda g, k: 0.0 if g.index == 3 else 90.0,
+                  nvlink=300e9)
+    f.nic_samples(list(n.nics.all()), started, now, rate=40e9)
+    return j
+
+
+def page(client, job, **params):
+    return client.get(reverse("job-detail", args=[job.pk]), params)
+
+
+def test_header_and_efficiency(client_for, running_job):
+    response = page(client_for("alice"), running_job)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    for text in ("Job 812345", "llama-ft", "alice", "nlp", "gpu-a001", "running",
+                 "GPU-hours allocated", "2.00", "1.40", "0.60", "70 %", "SM activity (GPM)",
+                 "59.8 GiB of 79.6 GiB", "11.5 cores used of 32 allocated", "2.00"):
+        assert text in html, text
+    assert 'href="/nodes/' in html
+
+
+def test_one_utilization_trace_per_gpu_and_the_idle_one_shows(client_for, running_job):
+    charts = page(client_for("alice"), running_job).context["charts"]
+
+    util = charts["util"]["data"]
+    assert [t["name"] for t in util] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+    assert set(v for v in util[3]["y"] if v is not None) == {0.0}
+    assert max(v for v in util[0]["y"] if v is not None) == pytest.approx(90.0)
+
+
+def test_network_and_gpu_activity_share_one_time_axis(client_for, running_job):
+    activity = page(client_for("alice"), running_job).context["charts"]["activity"]
+
+    traces = {t["name"]: t for t in activity["data"]}
+    gpu = traces["GPU utilization (mean over GPUs)"]
+    nic = traces["NIC traffic, % of link capacity"]
+    nvlink = traces["NVLink traffic, % of capacity"]
+    assert gpu["x"] == nic["x"] == nvlink["x"]
+    # Two 50 GB/s links, each receiving 40 GB/s: 80 % of capacity.
+    assert max(v for v in nic["y"] if v is not None) == pytest.approx(80.0)
+    assert max(v for v in nvlink["y"] if v is not None) == pytest.approx(300 / 450 * 100, 0.01)
+    assert max(v for v in gpu["y"] if v is not None) == pytest.approx(67.5)  # (3 x 90 + 0) / 4
+
+
+def test_memory_and_power_charts_show_capacity_lines(client_for, running_job):
+    charts = page(client_for("alice"), running_job).context["charts"]
+
+    memory_lines = [s["y0"] for s in charts["memory"]["layout"]["shapes"]]
+    power_lines = [s["y0"] for s in charts["power"]["layout"]["shapes"]]
+    assert memory_lines == [pytest.approx(81559 / 1024)]
+    assert power_lines == [700.0]
+
+
+def test_findings_explain_themselves(client_for, running_job):
+    f.finding(running_job, kind="idle_gpu", severity="critical",
+              title="1 of 4 allocated GPUs idle",
+              evidence={"idle_gpus": [{"node": "gpu-a001", "index": 3, "util_mean_pct": 0.0}],
+                        "window_min": 30.0, "idle_gpu_hours_wasted": 0.5})
+    f.finding(running_job, kind="throttling", state="closed", title="Throttled earlier")
+
+    response = page(client_for("alice"), running_job)
+
+    html = response.content.decode()
+    assert "1 of 4 allocated GPUs idle" in html
+    assert "Over the last 30 min the job" in html  # the explanation
+    assert "What to do:" in html and "Request fewer GPUs." in html
+    assert "gpu-a001 · GPU 3: 0.0 %" in html  # evidence, formatted
+    assert "0.50 GPU-h" in html
+    assert 'href="#chart-util"' in html  # where to see it
+    assert "sev-critical" in html and "Critical" in html  # colour and text
+    assert "1 open finding" in html
+    assert [x.state for x in response.context["findings"]] == ["open", "closed"]
+
+
+def test_acknowledge_button_posts_with_csrf(client_for, running_job):
+    finding = f.finding(running_job)
+    html = page(client_for("alice"), running_job).content.decode()
+    assert f'action="/findings/{finding.pk}/ack/"' in html
+    assert "csrfmiddlewaretoken" in html
+
+
+def test_another_users_job_is_not_found(client_for, running_job):
+    assert page(client_for("bob"), running_job).status_code == 404
+    assert page(client_for("staff"), running_job).status_code == 200
+
+
+def test_a_week_long_job_is_read_at_a_coarser_step(client_for):
+    now = timezone.now()
+    n = f.node("gpu-a001", gpus=2)
+    gpus = list(n.gpus.all())
+    j = f.job("alice", gpus=gpus, started_at=now - dt.timedelta(days=7))
+    f.gpu_samples(gpus, now - dt.timedelta(days=7), now, every_s=300, job=j)
+
+    response = page(client_for("alice"), j)
+
+    assert response.context["view"].step == 1800
+    for trace in response.context["charts"]["util"]["data"]:
+        assert len(trace["y"]) <= MAX_POINTS
+
+
+def test_a_preset_is_the_last_part_of_the_job(client_for, running_job):
+    view = page(client_for("alice"), running_job, range="1h").context["view"]
+    # The job is 30 min old: the last hour of it starts (just before) it started.
+    assert view.range.start >= running_job.started_at - dt.timedelta(seconds=31)
+    assert view.range.live and not view.whole
+
+
+def test_query_count_is_pinned_whatever_the_job_size(client_for, django_assert_num_queries):
+    now = timezone.now()
+    nodes = [f.node(f"gpu-a{i:03d}", gpus=8, nics=4) for i in range(4)]
+    gpus = [g for n in nodes for g in n.gpus.all()]
+    j = f.job("alice", gpus=gpus, efficiency={"allocated": 32, "used": 10})
+    f.gpu_samples(gpus, now - dt.timedelta(minutes=20), now, job=j)
+    for kind in ("low_utilization", "idle_gpu", "comm_bound"):
+        f.finding(j, kind=kind)
+    GpuEvent.objects.create(gpu=gpus[5], ts=now - dt.timedelta(minutes=5), kind="xid", code=79,
+                            message="GPU has fallen off the bus")
+    client = client_for("alice")
+    with django_assert_num_queries(JOB_QUERIES):
+        response = page(client, j)
+    assert len(response.context["charts"]["util"]["data"]) == 32
+    assert b"GPU has fallen off the bus" in response.content
+
+
+def test_a_job_without_samples_says_so(client_for):
+    n = f.node("gpu-a001", gpus=1)
+    j = f.job("alice", gpus=n.gpus.all(), started_at=timezone.now() - dt.timedelta(minutes=2))
+
+    response = page(client_for("alice"), j)
+
+    assert response.status_code == 200
+    assert b"No samples in this range" in response.content
+    assert b"Not computed yet" in response.content
+    assert b"No findings yet" in response.content
+
+
+def test_a_bad_custom_range_is_a_visible_error(client_for, running_job):
+    response = page(client_for("alice"), running_job, **{"from": "yesterday-ish"})
+    assert response.status_code == 400
+    assert b"from is not a date and time" in response.content
+    assert response.context["view"].whole  # the page still shows the whole job
+
+
+def test_ended_jobs_are_not_live(client_for):
+    now = timezone.now()
+    n = f.node("gpu-a001", gpus=1)
+    j = f.job("alice", gpus=n.gpus.all(), state="ended", started_at=now - dt.timedelta(hours=3),
+              ended_at=now - dt.timedelta(hours=1))
+
+    response = page(client_for("alice"), j)
+
+    assert response.context["refresh_s"] is None
+    assert b"data-refresh" not in response.content
+    assert response.context["view"].range.end <= j.ended_at + dt.timedelta(seconds=30)
+
+
+def test_finding_rows_stay_scoped(client_for, running_job, users):
+    # A node-level finding (no job) on the same node is for staff, not on alice's job page.
+    Finding.objects.create(
+        kind="gpu_errors", severity="critical", node=running_job.allocations.first().gpu.node,
+        window_start=timezone.now(), window_end=timezone.now(), first_seen=timezone.now(),
+        last_seen=timezone.now(), title="Xid 79 on a free GPU", explanation="x", suggestion="y")
+    html = page(client_for("alice"), running_job).content.decode()
+    assert "Xid 79 on a free GPU" not in html

@@ -1,0 +1,127 @@
+"""The node page: inventory, per-GPU charts, NIC throughput against capacity, the jobs on
+it over time (scoped) and its GPU events."""
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+
+from clusterui.telemetry.models import GpuEvent
+from tests.web import factories as f
+
+pytestmark = pytest.mark.django_db
+
+# session + user, then: node, GPUs (+ latest), NICs (+ latest), allocations, GPU series,
+# NIC series, events, event count, open findings on the node.
+NODE_QUERIES = 2 + 9
+
+
+@pytest.fixture
+def busy_node(db):
+    now = timezone.now()
+    n = f.node("gpu-a007", gpus=4, nics=2)
+    gpus = list(n.gpus.order_by("index"))
+    mine = f.job("alice", gpus=gpus[:2], external_id="900001", started_at=now - dt.timedelta(
+        minutes=40))
+    f.job("bob", gpus=gpus[2:], external_id="900002", started_at=now - dt.timedelta(
+        minutes=40))
+    f.gpu_samples(gpus, now - dt.timedelta(minutes=40), now, job=mine)
+    f.nic_samples(list(n.nics.all()), now - dt.timedelta(minutes=40), now, rate=25e9)
+    GpuEvent.objects.create(gpu=gpus[1], ts=now - dt.timedelta(minutes=3), kind="xid", code=79,
+                            message="GPU has fallen off the bus")
+    return n
+
+
+def page(client, node, **params):
+    return client.get(reverse("node-detail", args=[node.pk]), params)
+
+
+def test_every_signed_in_user_sees_the_hardware(client_for, busy_node):
+    response = page(client_for("bob"), busy_node)
+
+    assert response.status_code == 200
+    charts = response.context["charts"]
+    for name in ("util", "sm", "memory", "power", "temperature", "network"):
+        assert charts[name] is not None, name
+    assert [t["name"] for t in charts["util"]["data"]] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+    html = response.content.decode()
+    assert "NVIDIA H100 80GB HBM3" in html and "00000000" not in html  # no PCI id in factory
+    assert "400 Gb/s" in html  # a 50 GB/s link's capacity, in bits
+    assert "GPU has fallen off the bus" in html
+
+
+def test_nic_throughput_is_drawn_against_capacity(client_for, busy_node):
+    network = page(client_for("alice"), busy_node).context["charts"]["network"]
+
+    names = [t["name"] for t in network["data"]]
+    assert names == ["mlx5_0:1 rx", "mlx5_0:1 tx", "mlx5_1:1 rx", "mlx5_1:1 tx"]
+    assert max(v for v in network["data"][0]["y"] if v is not None) == pytest.approx(200.0)  # 25 GB/s = 200 Gb/s
+    assert [s["y0"] for s in network["layout"]["shapes"]] == [pytest.approx(400.0)]
+
+
+def test_the_jobs_timeline_shows_only_jobs_the_viewer_may_see(client_for, busy_node):
+    alice = page(client_for("alice"), busy_node)
+    staff = page(client_for("staff"), busy_node)
+
+    def bars(response):
+        return sorted((t["name"], tuple(t["y"])) for t in response.context["charts"]["jobs"]["data"])
+
+    assert bars(alice) == [("job 900001", ("GPU 0", "GPU 1"))]
+    assert bars(staff) == [("job 900001", ("GPU 0", "GPU 1")), ("job 900002", ("GPU 2", "GPU 3"))]
+    assert b"900002" not in alice.content
+    job_bar = alice.context["charts"]["jobs"]["data"][0]
+    assert job_bar["customdata"][0] == alice.context["jobs"][0]["job_id"]  # click -> job page
+
+
+def test_query_count_is_pinned(client_for, busy_node, django_assert_num_queries):
+    client = client_for("staff")
+    with django_assert_num_queries(NODE_QUERIES):
+        page(client, busy_node)
+    f.job("alice", gpus=busy_node.gpus.all())  # more jobs and events: same number of queries
+    GpuEvent.objects.create(gpu=busy_node.gpus.first(), ts=timezone.now(), kind="xid", code=48)
+    with django_assert_num_queries(NODE_QUERIES):
+        page(client, busy_node)
+
+
+def test_gpus_without_gpm_say_so(client_for):
+    n = f.node("gpu-c001", gpus=2, model="NVIDIA A100-PCIE-40GB")
+    now = timezone.now()
+    f.gpu_samples(list(n.gpus.all()), now - dt.timedelta(minutes=10), now)
+    with connection.cursor() as cur:
+        cur.execute("UPDATE telemetry_gpusample SET sm_active_pct = NULL")
+
+    response = page(client_for("alice"), n)
+
+    assert response.context["charts"]["sm"] is None
+    assert b"these GPUs have no GPM counters" in response.content
+
+
+def test_a_silent_node_is_labelled(client_for, settings):
+    settings.NODE_SILENT_AFTER_S = 60
+    n = f.node("gpu-a009", gpus=1, last_seen=timezone.now() - dt.timedelta(minutes=5),
+               simulated=True)
+    html = page(client_for("alice"), n).content.decode()
+    assert "silent" in html and "no current sample" in html
+    assert "Simulated data" in html
+
+
+def test_ranges(client_for, busy_node):
+    client = client_for("alice")
+    assert page(client, busy_node, range="24h").context["step"] == 300
+    week = page(client, busy_node, range="7d")
+    assert week.context["step"] == 1800
+    assert b"data-refresh" in week.content  # still ends now: live
+    start = timezone.localtime() - dt.timedelta(hours=2)
+    fixed = page(client, busy_node, **{"from": start.strftime("%Y-%m-%dT%H:%M"),
+                                       "to": (start + dt.timedelta(hours=1)).strftime(
+                                           "%Y-%m-%dT%H:%M")})
+    assert fixed.status_code == 200 and b"data-refresh" not in fixed.content
+    bad = page(client, busy_node, **{"from": "2026-01-02T10:00", "to": "2026-01-01T10:00"})
+    assert bad.status_code == 400
+    assert b"the range must end after it starts" in bad.content
+
+
+def test_unknown_node_is_404(client_for):
+    assert client_for("alice").get(reverse("node-detail", args=[999999])).status_code == 404

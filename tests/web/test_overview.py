@@ -1,0 +1,181 @@
+"""The overview (``home``): KPIs, the node x GPU heatmap, open findings and waste."""
+
+import datetime as dt
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from clusterui.jobs.models import Job
+from clusterui.web.waste import wasted_gpu_hours_since
+from tests.web import factories as f
+
+pytestmark = pytest.mark.django_db
+
+# session + user, then: GPUs with their latest sample, visible jobs among them, waste since
+# midnight, findings by severity, the top findings, the most wasteful jobs and users.
+OVERVIEW_QUERIES = 2 + 7
+
+
+def heatmap(response) -> dict:
+    return response.context["charts"]["heatmap"]
+
+
+def test_kpis_count_allocated_busy_and_idle_gpus(client_for):
+    busy = f.node("gpu-a001", gpus=4, util=90.0)
+    idle = f.node("gpu-a002", gpus=4, util=0.0)
+    f.job("alice", gpus=busy.gpus.all())
+    f.job("alice", gpus=list(idle.gpus.all())[:2])
+
+    response = client_for("staff").get(reverse("home"))
+
+    assert response.status_code == 200
+    snap = response.context["snap"]
+    assert (snap.gpus, snap.nodes, snap.allocated, snap.busy) == (8, 2, 6, 4)
+    assert snap.idle_allocated == 2  # allocated, below the busy threshold
+    assert snap.mean_util == pytest.approx(45.0)
+    assert b"allocated but idle now" in response.content
+
+
+def test_silent_nodes_show_no_current_sample(client_for, settings):
+    settings.NODE_SILENT_AFTER_S = 120
+    f.node("gpu-a001", gpus=2, util=80.0)
+    f.node("gpu-a002", gpus=2, util=80.0, last_seen=timezone.now() - dt.timedelta(minutes=10))
+
+    response = client_for("staff").get(reverse("home"))
+
+    snap = response.context["snap"]
+    assert snap.silent_nodes == 1
+    assert [c.util for c in snap.cells] == [80.0, 80.0, None, None]
+    assert b"1 silent" in response.content
+
+
+def test_heatmap_cells_open_their_node(client_for):
+    a = f.node("gpu-a001", gpus=2)
+    b = f.node("gpu-a002", gpus=2)
+
+    fig = heatmap(client_for("alice").get(reverse("home")))
+
+    util, _missing = fig["data"][1], fig["data"][0]
+    assert [[c[0] for c in row] for row in util["customdata"]] == [[a.pk, b.pk], [a.pk, b.pk]]
+    assert util["colorscale"][0][1] == "#440154"  # viridis: colour-blind safe
+    assert fig["layout"]["xaxis"]["ticktext"] == ["gpu-a001", "gpu-a002"]
+
+
+def test_a_researcher_sees_whose_job_only_for_their_own(client_for):
+    n = f.node("gpu-a001", gpus=2)
+    gpus = list(n.gpus.all())
+    mine = f.job("alice", gpus=gpus[:1], external_id="777001")
+    f.job("bob", gpus=gpus[1:], external_id="777002")
+
+    cells = client_for("alice").get(reverse("home")).context["snap"].cells
+
+    assert [(c.job_id, c.job_label, c.allocated) for c in cells] == [
+        (mine.pk, "777001", True), (None, "", True)]
+
+
+def test_query_count_does_not_grow_with_the_cluster(client_for, django_assert_num_queries):
+    client = client_for("staff")
+    for i in range(3):
+        n = f.node(f"gpu-a{i:03d}", gpus=8)
+        j = f.job("alice", gpus=n.gpus.all(), efficiency={"allocated": 8, "used": 2})
+        f.finding(j)
+    with django_assert_num_queries(OVERVIEW_QUERIES):
+        client.get(reverse("home"))
+    for i in range(3, 40):
+        n = f.node(f"gpu-a{i:03d}", gpus=8)
+        j = f.job("bob", gpus=n.gpus.all(), efficiency={"allocated": 8, "used": 6})
+        f.finding(j, severity="critical")
+    with django_assert_num_queries(OVERVIEW_QUERIES):
+        response = client.get(reverse("home"))
+    assert response.context["snap"].gpus == 320
+
+
+def test_a_large_cluster_wraps_into_bands(client_for):
+    for i in range(120):
+        f.node(f"gpu-b{i:03d}", gpus=2, latest=False)
+
+    fig = heatmap(client_for("staff").get(reverse("home")))
+
+    rows = fig["data"][1]["z"]
+    assert len(rows[0]) == 100  # nodes per band
+    assert len(rows) == 2 + 1 + 2  # two bands of 2 GPUs and a blank row between
+    assert fig["layout"]["yaxis"]["ticktext"][1].startswith("gpu-b100")
+
+
+def test_open_findings_by_severity_are_scoped(client_for):
+    n = f.node("gpu-a001", gpus=2)
+    mine = f.job("alice", gpus=n.gpus.all())
+    theirs = f.job("bob")
+    f.finding(mine, severity="critical", title="Alice's GPUs idle")
+    f.finding(theirs, severity="warning", title="Bob's GPUs idle")
+    f.finding(theirs, kind="comm_bound", severity="warning", state="closed")
+
+    alice = client_for("alice").get(reverse("home"))
+    staff = client_for("staff").get(reverse("home"))
+
+    assert dict((s.value, n) for s, n in alice.context["severities"]) == {
+        "critical": 1, "warning": 0, "info": 0}
+    assert b"Alice&#x27;s GPUs idle" in alice.content
+    assert b"Bob" not in alice.content
+    assert dict((s.value, n) for s, n in staff.context["severities"]) == {
+        "critical": 1, "warning": 1, "info": 0}
+
+
+def test_most_wasteful_jobs_and_users_in_the_range(client_for):
+    now = timezone.now()
+    f.job("alice", efficiency={"allocated": 10, "used": 2}, external_id="1")
+    f.job("bob", efficiency={"allocated": 10, "used": 9}, external_id="2")
+    f.job("bob", efficiency={"allocated": 5, "used": 0}, external_id="3",
+          started_at=now - dt.timedelta(days=3), ended_at=now - dt.timedelta(days=2),
+          state="ended")
+
+    ctx = client_for("staff").get(reverse("home")).context
+
+    assert [j.external_id for j in ctx["wasteful_jobs"]] == ["1", "2"]  # job 3 ended 2 days ago
+    assert [(r["name"], r["wasted_gpu_hours"]) for r in ctx["wasteful_users"]] == [
+        ("alice", 8.0), ("bob", 1.0)]
+    week = client_for("staff").get(reverse("home"), {"range": "7d"}).context
+    assert [j.external_id for j in week["wasteful_jobs"]] == ["1", "3", "2"]
+
+
+def test_wasted_today_counts_the_part_of_each_job_since_midnight(users):
+    now = timezone.now()
+    since = now - dt.timedelta(hours=5)
+    # 10 GPU-hours wasted over 10 h, half of them after ``since``.
+    f.job("alice", efficiency={"allocated": 20, "used": 10}, started_at=now - dt.timedelta(
+        hours=10))
+    # Wasted entirely before ``since``: not counted.
+    f.job("alice", efficiency={"allocated": 4, "used": 0}, state="ended",
+          started_at=now - dt.timedelta(hours=9), ended_at=now - dt.timedelta(hours=6))
+    # Someone else's job: not the viewer's waste.
+    f.job("bob", efficiency={"allocated": 50, "used": 0})
+
+    jobs = Job.objects.visible_to(users["alice"])
+
+    assert wasted_gpu_hours_since(jobs, since, now) == pytest.approx(5.0)
+
+
+def test_empty_cluster_says_how_to_start(client_for):
+    response = client_for("staff").get(reverse("home"))
+    assert response.status_code == 200
+    assert b"No nodes have reported yet" in response.content
+
+
+def test_a_bad_range_is_a_visible_error(client_for):
+    f.node("gpu-a001", gpus=1)
+    response = client_for("staff").get(reverse("home"), {"range": "3w"})
+    assert response.status_code == 400
+    assert b"range must be one of 1h, 6h, 24h, 7d" in response.content
+
+
+def test_plotly_comes_from_our_own_static_files(client_for):
+    f.node("gpu-a001", gpus=1)
+    html = client_for("staff").get(reverse("home")).content.decode()
+    assert '/static/plotly/plotly.min.js' in html
+    assert "cdn" not in html.lower()
+
+
+def test_requires_login(client):
+    response = client.get(reverse("home"))
+    assert response.status_code == 302 and "/login/" in response["Location"]
