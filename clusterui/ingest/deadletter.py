@@ -21,7 +21,7 @@ def excerpt(envelope, limit: int = 2000) -> str:
     try:
         text = json.dumps(envelope, default=repr)
     except (TypeError, ValueError, RecursionError):
-        text = repr(envelope)
+        text = f"<{type(envelope).__name__} that cannot be shown: too deep or not JSON>"
     return text[:limit]
 
 

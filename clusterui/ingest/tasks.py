@@ -44,8 +44,9 @@ def ingest_envelope(envelope):
 def record_rejection(envelope, reason: str) -> None:
     cluster = node = ""
     if isinstance(envelope, dict):
-        cluster = str(envelope.get("cluster", ""))[:64]
-        node = str(envelope.get("node", ""))[:128]
+        cluster = envelope.get("cluster") if isinstance(envelope.get("cluster"), str) else ""
+        node = envelope.get("node") if isinstance(envelope.get("node"), str) else ""
+        cluster, node = cluster[:64], node[:128]
     log.warning("batch refused (cluster=%r node=%r): %s", cluster, node, reason)
     RejectedBatch.objects.create(
         cluster=_printable(cluster), node=_printable(node), reason=_printable(reason)[:512],

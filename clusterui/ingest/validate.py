@@ -72,6 +72,15 @@ class Batch:
 
 # --- small checkers: each returns (value, None) or (None, reason) --------------------
 
+def _show(value, limit: int = 40) -> str:
+    """A short, safe rendering of a hostile value for an example (no deep repr)."""
+    if isinstance(value, list | dict | tuple):
+        return f"<{type(value).__name__} of {len(value)}>"
+    if isinstance(value, str):
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return repr(value)[:limit]
+
+
 def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -139,7 +148,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     if schema is None:
         raise BatchRejected("schema: missing (this server speaks schema 1)")
     if not isinstance(schema, int) or isinstance(schema, bool):
-        raise BatchRejected(f"schema: must be an integer, got {schema!r:.40}")
+        raise BatchRejected(f"schema: must be an integer, got {_show(schema, 40)}")
     if schema != SCHEMA_VERSION:
         raise BatchRejected(
             f"schema: version {schema} is not supported (this server speaks {SCHEMA_VERSION})"
@@ -158,7 +167,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
         raise BatchRejected(f"agent.boot_id: {err}")
     seq = agent.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 1 << 62:
-        raise BatchRejected(f"agent.seq: must be a non-negative integer, got {seq!r:.40}")
+        raise BatchRejected(f"agent.seq: must be a non-negative integer, got {_show(seq, 40)}")
     version, err = _text(agent.get("version"), 32)
     spool_dropped, err2 = _optional_number(agent.get("spool_dropped"), 0, 1 << 31, integer=True)
     sent_at = envelope.get("sent_at")
@@ -184,11 +193,11 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
         spool_dropped=0 if err2 else (spool_dropped or 0),
     )
     if err:
-        batch.reject(f"agent.version: {err}", repr(agent.get("version"))[:80])
+        batch.reject(f"agent.version: {err}", _show(agent.get("version"), 80))
     if err2:
-        batch.reject(f"agent.spool_dropped: {err2}", repr(agent.get("spool_dropped"))[:80])
+        batch.reject(f"agent.spool_dropped: {err2}", _show(agent.get("spool_dropped"), 80))
     if err3:
-        batch.reject(f"interval_s: {err3}", repr(envelope.get("interval_s"))[:80])
+        batch.reject(f"interval_s: {err3}", _show(envelope.get("interval_s"), 80))
 
     _gpus(batch, envelope.get("gpus"))
     _nics(batch, envelope.get("nics"))
@@ -273,7 +282,7 @@ def _nics(batch: Batch, value) -> None:
             continue
         kind = entry.get("kind")
         if kind not in NicKind.values:
-            batch.reject(f"nics: kind must be one of {', '.join(NicKind.values)}", f"{where}: {kind!r:.40}")
+            batch.reject(f"nics: kind must be one of {', '.join(NicKind.values)}", f"{where}: {_show(kind, 40)}")
             continue
         link, err = _optional_number(entry.get("link_bytes_per_s"), 0, 1e13)
         if err:
@@ -295,7 +304,7 @@ def _jobs(batch: Batch, value) -> None:
         scheduler = entry.get("scheduler", "none")
         if scheduler not in Scheduler.values:
             batch.reject(f"jobs: scheduler must be one of {', '.join(Scheduler.values)}",
-                         f"{where}: {scheduler!r:.40}")
+                         f"{where}: {_show(scheduler, 40)}")
             continue
         if job_id in batch.jobs:
             batch.reject("jobs: duplicate id", f"{where}: {job_id}")
@@ -321,7 +330,7 @@ def _jobs(batch: Batch, value) -> None:
         for g in gpus:
             index, err = _index(g, batch.gpus)
             if err:
-                batch.reject(f"jobs: gpus entry {err}", f"{where}: {g!r:.40}")
+                batch.reject(f"jobs: gpus entry {err}", f"{where}: {_show(g, 40)}")
             else:
                 clean["gpus"].append(index)
         batch.jobs[job_id] = clean
@@ -340,7 +349,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
         return
     if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
         for _ in rows:
-            batch.reject(f"{name}: fields must be a list of names", repr(fields)[:80])
+            batch.reject(f"{name}: fields must be a list of names", _show(fields, 80))
         return
     missing = [f for f in ("ts", ref_field) if f not in fields]
     duplicated = {f for f in fields if fields.count(f) > 1}
@@ -348,7 +357,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
         reason = (f"{name}: fields lack {', '.join(missing)}" if missing
                   else f"{name}: fields repeat {', '.join(sorted(duplicated))}")
         for _ in rows:
-            batch.reject(reason, repr(fields)[:80])
+            batch.reject(reason, _show(fields, 80))
         return
     position = {f: i for i, f in enumerate(fields)}
     # Unknown fields are ignored; absent known ones are stored as null.
@@ -367,19 +376,19 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
             continue
         ts, err = _timestamp(row[ts_at], now, max_future)
         if err:
-            batch.reject(f"{name}: {err}", f"{where}: {row[ts_at]!r:.40}")
+            batch.reject(f"{name}: {err}", f"{where}: {_show(row[ts_at], 40)}")
             continue
         if ref_field == "job":
             ref, err = _text(row[ref_at], 128, required=True)
             if not err and ref not in known:
                 err = "is not one of this batch's jobs"
             if err:
-                batch.reject(f"{name}: job {err}", f"{where}: {row[ref_at]!r:.40}")
+                batch.reject(f"{name}: job {err}", f"{where}: {_show(row[ref_at], 40)}")
                 continue
         else:
             ref, err = _index(row[ref_at], known)
             if err:
-                batch.reject(f"{name}: {ref_field} {err}", f"{where}: {row[ref_at]!r:.40}")
+                batch.reject(f"{name}: {ref_field} {err}", f"{where}: {_show(row[ref_at], 40)}")
                 continue
         key = (ref, ts)
         if key in seen:
@@ -394,7 +403,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
                 if not err and job not in batch.jobs:
                     err = "is not one of this batch's jobs"
                 if err:
-                    bad = (f"{name}: job {err}", f"{where}: {row[job_at]!r:.40}")
+                    bad = (f"{name}: job {err}", f"{where}: {_show(row[job_at], 40)}")
             values.append(job)
         for metric, at in plan:
             if at is None:
@@ -402,7 +411,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
                 continue
             value, err = _optional_number(row[at], metric.lo, metric.hi, integer=metric.integer)
             if err:
-                bad = (f"{name}: {metric.name} {err}", f"{where}: {row[at]!r:.40}")
+                bad = (f"{name}: {metric.name} {err}", f"{where}: {_show(row[at], 40)}")
                 break
             values.append(value)
         if bad:
