@@ -97,12 +97,14 @@ def for_job(job) -> Subject:
 
 
 def resolve_range(subject: Subject, start, end, now=None) -> tuple[dt.datetime, dt.datetime]:
-    """The range to read: what was asked, defaulted (a job's lifetime, else the last hour)
-    and, for a job, kept within its lifetime."""
+    """The range to read: what was asked, defaulted (a job's lifetime; else ``to`` is now
+    and ``from`` an hour before it) and, for a job, kept within its lifetime."""
     now = now or timezone.now()
     if subject.window is None:
-        end = end or (start + DEFAULT_SPAN if start else now)
+        end = end or now
         start = start or end - DEFAULT_SPAN
+        if end <= start:
+            raise SeriesError("to must be after from (to defaults to now)")
         return start, end
     lo, hi = subject.window
     start, end = max(start or lo, lo), min(end or hi, hi)

@@ -2,7 +2,6 @@
 last used, revoke one."""
 
 from django import forms
-from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -10,6 +9,7 @@ from clusterui.api.models import ApiToken
 from clusterui.api.tokens import TokenLimitReached, create_token
 
 _NEW_KEY = "api_token_new_key"
+_REVOKED = "api_token_revoked"
 
 
 class TokenForm(forms.Form):
@@ -32,6 +32,7 @@ def tokens(request):
         "form": form,
         "tokens": ApiToken.objects.filter(user=request.user),
         "new": request.session.pop(_NEW_KEY, None),
+        "revoked": request.session.pop(_REVOKED, None),
     }, status=400 if form.errors else 200)
 
 
@@ -39,5 +40,5 @@ def tokens(request):
 def revoke(request, pk):
     token = get_object_or_404(ApiToken, pk=pk, user=request.user)
     token.delete()
-    messages.success(request, f"Token “{token.name}” ({token.prefix}…) is revoked.")
+    request.session[_REVOKED] = f"Token “{token.name}” ({token.prefix}…) is revoked: it no longer works."
     return redirect("api_tokens")

@@ -11,6 +11,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions
@@ -36,7 +37,7 @@ def create_token(user, name: str) -> tuple[ApiToken, str]:
     """A new token for ``user``; returns it with its key, which is not stored anywhere."""
     with transaction.atomic():
         # Lock the user's row so two concurrent creations cannot both pass the limit.
-        type(user).objects.select_for_update().filter(pk=user.pk).first()
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         if ApiToken.objects.filter(user=user).count() >= settings.API_TOKENS_PER_USER:
             raise TokenLimitReached(
                 f"You already have {settings.API_TOKENS_PER_USER} tokens, the most allowed: "

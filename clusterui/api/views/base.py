@@ -1,6 +1,9 @@
-"""What every API view shares."""
+"""What the API's views share.
 
-from django.contrib.auth.decorators import login_not_required
+DRF marks its views exempt from the site's LoginRequiredMiddleware: an API client is never
+sent to the login page; DRF's authentication and permission classes (settings.REST_FRAMEWORK:
+token or session, IsAuthenticated) answer 401 instead."""
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -9,19 +12,9 @@ from clusterui.api import timeseries
 from clusterui.api.params import MetricsQuery
 from clusterui.api.serializers.series import SeriesSerializer
 
-
-class ApiAuth:
-    """The site's LoginRequiredMiddleware would send an API client to the login page before
-    DRF could read its token: API views opt out of it and DRF's own authentication and
-    permission classes (settings.REST_FRAMEWORK: IsAuthenticated) decide, answering 401."""
-
-    @classmethod
-    def as_view(cls, *args, **kwargs):
-        return login_not_required(super().as_view(*args, **kwargs))
-
-
 METRICS_DOC = """Aligned time series of this {what}, at the requested `step` or an automatic
-one (at most 600 buckets, never finer than the sampling interval).
+one (at most 600 buckets, never finer than the sampling interval). `to` defaults to now and
+`from` to an hour before it, except for a job.
 
 {covers}
 

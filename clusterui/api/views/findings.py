@@ -8,7 +8,6 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from clusterui.api.serializers.findings import FindingSerializer
-from clusterui.api.views.base import ApiAuth
 from clusterui.findings.filtersets import FindingFilterSet
 from clusterui.findings.models import Finding
 
@@ -19,7 +18,7 @@ ID = OpenApiParameter("id", int, OpenApiParameter.PATH)
     list=extend_schema(summary="Findings about the jobs you may see (staff: all, and nodes)"),
     retrieve=extend_schema(summary="A finding with its evidence", parameters=[ID]),
 )
-class FindingViewSet(ApiAuth, viewsets.ReadOnlyModelViewSet):
+class FindingViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = FindingSerializer
     filterset_class = FindingFilterSet
 

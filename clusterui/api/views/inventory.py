@@ -9,7 +9,7 @@ from rest_framework import viewsets
 from clusterui.api import timeseries
 from clusterui.api.filtersets import GpuFilterSet, NicFilterSet, NodeFilterSet
 from clusterui.api.serializers.inventory import GpuSerializer, NicSerializer, NodeSerializer
-from clusterui.api.views.base import ApiAuth, metrics_action
+from clusterui.api.views.base import metrics_action
 from clusterui.inventory.models import Gpu, Nic, Node
 from clusterui.jobs.models import Job
 
@@ -24,7 +24,7 @@ def visible_jobs(user, gpus) -> set[int]:
     return set(Job.objects.visible_to(user).filter(id__in=ids).values_list("id", flat=True))
 
 
-class InventoryViewSet(ApiAuth, viewsets.ReadOnlyModelViewSet):
+class InventoryViewSet(viewsets.ReadOnlyModelViewSet):
     def gpus_of(self, objects) -> list:
         """The GPUs whose current job the serialized ``objects`` show."""
         return []

@@ -7,7 +7,7 @@ from rest_framework import viewsets
 
 from clusterui.api import timeseries
 from clusterui.api.serializers.jobs import JobDetailSerializer, JobSerializer
-from clusterui.api.views.base import ApiAuth, metrics_action
+from clusterui.api.views.base import metrics_action
 from clusterui.findings.models import Finding
 from clusterui.jobs.filtersets import JobFilterSet, with_efficiency
 from clusterui.jobs.models import Job, JobGpu
@@ -22,7 +22,7 @@ from clusterui.jobs.models import Job, JobGpu
         summary="A job with its efficiency, allocated GPUs and findings",
         parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)]),
 )
-class JobViewSet(ApiAuth, viewsets.ReadOnlyModelViewSet):
+class JobViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = JobFilterSet
 
     def get_queryset(self):

@@ -3,11 +3,11 @@ import datetime as dt
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
+from rest_framework.exceptions import ValidationError
 
 from clusterui.api.pagination import LimitOffsetPagination
 from clusterui.api.params import UsageQuery
 from clusterui.api.serializers.usage import UsageRowSerializer
-from clusterui.api.views.base import ApiAuth
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
 
@@ -36,12 +36,12 @@ class UsagePagination(LimitOffsetPagination):
 
 @extend_schema(
     summary="GPU-hours and waste per user or per account",
-    description="Over the jobs you may see (staff: all) that were active between `from` and "
-                "`to` (default: the 7 days up to now), most wasted first. A job counts with "
-                "its whole-life figures.",
+    description="Over the jobs you may see (staff: all) that were active between `from` "
+                "(default: 7 days before `to`) and `to` (default: now), most wasted first. "
+                "A job counts with its whole-life figures.",
     parameters=[UsageQuery],
 )
-class UsageView(ApiAuth, generics.ListAPIView):
+class UsageView(generics.ListAPIView):
     serializer_class = UsageRowSerializer
     pagination_class = UsagePagination
     filter_backends = []
@@ -50,7 +50,9 @@ class UsageView(ApiAuth, generics.ListAPIView):
         query = UsageQuery(data=self.request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
-        end = q.get("to") or (q["from"] + DEFAULT_SPAN if q.get("from") else timezone.now())
+        end = q.get("to") or timezone.now()
         start = q.get("from") or end - DEFAULT_SPAN
+        if end <= start:
+            raise ValidationError({"to": "must be after from (to defaults to now)"})
         self.paginator.period = {"group": q["group"], "from": start, "to": end}
         return usage_summary(Job.objects.visible_to(self.request.user), q["group"], start, end)
