@@ -36,6 +36,7 @@ def build(email: AlertEmail, *, limit_reached: bool = False) -> EmailMultiAltern
         "email": email,
         "site_url": settings.SITE_URL,
         "preferences_url": settings.SITE_URL + reverse("alert-preferences"),
+        "findings_url": settings.SITE_URL + reverse("findings"),
         "unsubscribe_url": unsubscribe,
         "category_label": category_label(email.category),
         "limit_reached": limit_reached,
@@ -67,9 +68,11 @@ def finding_context(email: AlertEmail) -> dict:
     if job is not None:
         target = f"job {job.external_id}"
         link = settings.SITE_URL + reverse("job-detail", args=[job.pk])
+    elif finding.node_id:
+        target = f"node {finding.node.name}"
+        link = settings.SITE_URL + reverse("node-detail", args=[finding.node_id])
     else:
-        target = f"node {finding.node.name}" if finding.node_id else "the cluster"
-        link = settings.SITE_URL + reverse("home")
+        target, link = "the cluster", settings.SITE_URL + reverse("home")
     previous = email.previous_severity
     return {
         "finding": finding,

@@ -67,6 +67,7 @@ def test_the_digest_lists_top_waste_and_open_findings(smtp, admins):
     assert "1 finding opened" not in text and "1 closed" in text
     for needle in ("big-idle", "Daily digest", "Most wasteful jobs", "gpu-a017"):
         assert needle in mail.html
+    assert "All findings: http://clusterui.test/findings/" in text
     assert mail.message["List-Unsubscribe"]
 
 
@@ -92,3 +93,18 @@ def test_no_digest_without_admins(smtp, settings):
     settings.ADMINS = []
     assert send_digest()["queued"] == 0
     assert DigestRun.objects.count() == 0
+
+
+def test_the_digest_run_prunes_the_old_email_log_but_never_pending_mail(smtp, settings, cast):
+    settings.ALERT_LOG_RETENTION_DAYS = 30
+    make_finding(make_job("alice"))
+    make_finding(make_job("alice"), kind="idle_gpu")
+    send_digest()  # no admins: only the pruning
+    old = timezone.now() - dt.timedelta(days=31)
+    outbox.queue_findings(old)
+    sent, pending = AlertEmail.objects.order_by("pk")
+    AlertEmail.objects.filter(pk=sent.pk).update(status="sent")
+    AlertEmail.objects.filter(pk=pending.pk).update(  # still retrying after an outage
+        next_attempt_at=timezone.now() + dt.timedelta(minutes=30))
+    assert send_digest()["pruned"] == 1
+    assert list(AlertEmail.objects.values_list("pk", flat=True)) == [pending.pk]

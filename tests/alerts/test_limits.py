@@ -36,7 +36,8 @@ def test_the_daily_limit_caps_emails_per_address_and_says_so(smtp, settings, cas
     assert [len(smtp.to("alice@example.org"))] == [2]
     first, last = smtp.received
     assert "last alert email today" not in first.text
-    assert "This is your last alert email today: ClusterUI sends at most 2 a day." in last.text
+    assert ("This is your last alert email today: ClusterUI sends at most 2 a day. Later "
+            "findings are listed on http://clusterui.test/findings/") in last.text
     skipped = AlertEmail.objects.filter(status=EmailStatus.SKIPPED)
     assert [e.status_detail for e in skipped] == ["daily limit of 2 emails reached"] * 2
     # Skipped stays skipped; the next day has a fresh allowance for new findings.

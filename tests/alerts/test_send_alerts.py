@@ -160,10 +160,12 @@ def test_a_category_turned_off_is_not_emailed(smtp, cast):
 def test_a_node_finding_goes_to_admins_when_they_want_copies(smtp, settings, cast):
     settings.ALERT_NOTIFY_ADMINS = True
     settings.ADMINS = [("Ops", "ops@example.org")]
-    make_finding(node=make_node("gpu-a017"), kind="gpu_errors", severity="critical",
+    node = make_node("gpu-a017")
+    make_finding(node=node, kind="gpu_errors", severity="critical",
                  wasted=0.0, evidence={"xid_count": 3, "last_xid": 79})
     send_alerts()
     [mail] = smtp.received
+    assert f"Open node gpu-a017: http://clusterui.test/nodes/{node.pk}/" in mail.text
     assert mail.envelope_to == ["ops@example.org"]
     assert mail.subject == "[ClusterUI] Critical: GPU errors on node gpu-a017"
     assert "Xid count" in mail.text and "79" in mail.text
