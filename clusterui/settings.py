@@ -165,12 +165,22 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 5,
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= env_int(
+        "INGEST_RETRY_BACKOFF_MAX", 30, minimum=1):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "CELERY_VISIBILITY_TIMEOUT must exceed INGEST_RETRY_BACKOFF_MAX: a retry waiting "
+        "longer than the visibility timeout is redelivered while it waits")
 
 # --- Ingest ---------------------------------------------------------------------------
 # Refuse unsigned batches from clusters that have no ingest key (clusters with a key always
 # require its signature). On by default outside development.
 INGEST_REQUIRE_SIGNATURE = env_bool("INGEST_REQUIRE_SIGNATURE", not DEBUG)
 INGEST_MAX_RETRIES = env_int("INGEST_MAX_RETRIES", 30, minimum=0)
+# Retries back off exponentially up to this many seconds. A retry waits inside the worker,
+# unacknowledged, so this must stay below the visibility timeout (checked below).
+INGEST_RETRY_BACKOFF_MAX = env_int("INGEST_RETRY_BACKOFF_MAX", 30, minimum=1)
 INGEST_MAX_ROWS = env_int("INGEST_MAX_ROWS", 200_000, minimum=1)
 # Samples further than this in the future are refused (clock skew); there is no lower bound
 # beyond 2000-01-01, so history can be back-filled and retention decides what stays.
@@ -195,6 +205,9 @@ DETECTOR_MIN_SAMPLES = env_int("DETECTOR_MIN_SAMPLES", 10, minimum=2)
 DETECTOR_SETTLE_S = env_int("DETECTOR_SETTLE_S", 30, minimum=0, maximum=3600)
 # Ended jobs the pass never saw are finalized only if they ended this recently.
 DETECTOR_FINAL_LOOKBACK_S = env_int("DETECTOR_FINAL_LOOKBACK_S", 86400, minimum=600)
+# A pass adds at most this many sampling intervals of a job's backlog (1 h at 10 s), so a
+# pass after a long outage stays bounded; the backlog drains over the following passes.
+DETECTOR_MAX_SAMPLES_PER_PASS = env_int("DETECTOR_MAX_SAMPLES_PER_PASS", 360, minimum=60)
 DETECTOR_LOW_UTIL_PCT = env_float("DETECTOR_LOW_UTIL_PCT", 25.0, minimum=0, maximum=100)
 DETECTOR_IDLE_GPU_PCT = env_float("DETECTOR_IDLE_GPU_PCT", 5.0, minimum=0, maximum=100)
 DETECTOR_WORKING_GPU_PCT = env_float("DETECTOR_WORKING_GPU_PCT", 25.0, minimum=0, maximum=100)

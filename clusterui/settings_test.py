@@ -21,6 +21,10 @@ TEST_ENV = {
     "SECURE_HSTS_SECONDS": "0",
     # Most tests feed unsigned batches; the signature tests turn this on themselves.
     "INGEST_REQUIRE_SIGNATURE": "0",
+    # Retries wait inside the worker: keep them under the short visibility timeout, and
+    # allow enough of them to outlast the fault tests' outages.
+    "INGEST_RETRY_BACKOFF_MAX": "5",
+    "INGEST_MAX_RETRIES": "200",
 }
 for _key, _value in TEST_ENV.items():
     os.environ.setdefault(_key, _value)

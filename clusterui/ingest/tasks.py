@@ -72,7 +72,7 @@ class IngestTask(deadletter.DeadLetterOnFailure):
     # Transient: the database is away or slow (a lock wait past the soft time limit).
     autoretry_for=(OperationalError, InterfaceError, SoftTimeLimitExceeded),
     retry_backoff=1,
-    retry_backoff_max=30,
+    retry_backoff_max=settings.INGEST_RETRY_BACKOFF_MAX,
     retry_jitter=True,
     max_retries=settings.INGEST_MAX_RETRIES,
 )

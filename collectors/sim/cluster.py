@@ -364,6 +364,8 @@ def _parse_args(argv):
     p.add_argument("--ingest-key", default=os.environ.get("CLUSTERUI_INGEST_KEY", ""),
                    help="the ingest key's secret (or CLUSTERUI_INGEST_KEY)")  # fmt: skip
     p.add_argument("--stdout", action="store_true", help="print batches as JSON lines")
+    p.add_argument("--report", default=None,
+                   help="at exit, write what was produced per node to this JSON file")
     p.add_argument("--log-level", default="WARNING")
     args = p.parse_args(argv)
     if args.nodes < 1 or args.gpus < 1 or args.interval <= 0 or args.flush < args.interval:
@@ -377,6 +379,7 @@ class _Output:
     def __init__(self, args, node_names: list[str]) -> None:
         self.stdout = args.stdout
         self.shipped = self.spooled = 0
+        self.produced: dict[str, dict] = {}
         self.shippers = {}
         if self.stdout:
             return
@@ -390,6 +393,12 @@ class _Output:
             self.shippers[name] = Shipper(self.sender, spool)
 
     def send(self, batches: list[dict]) -> None:
+        for batch in batches:  # what the collectors produced, whatever becomes of it
+            made = self.produced.setdefault(batch["node"], {"batches": 0, "gpu_samples": 0,
+                                                            "last_seq": 0})
+            made["batches"] += 1
+            made["gpu_samples"] += len(batch["gpu_samples"]["rows"])
+            made["last_seq"] = batch["agent"]["seq"]
         if self.stdout:
             for batch in batches:
                 sys.stdout.write(json.dumps(batch, separators=(",", ":")) + "\n")
@@ -467,6 +476,9 @@ def main(argv=None) -> int:
         _report(sim, out, sim.now)
         out.close()
         sim.close()
+        if args.report:
+            with open(args.report, "w") as fh:
+                json.dump({"nodes": out.produced}, fh)
     return 0
 
 
