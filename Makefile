@@ -24,6 +24,7 @@ test: venv
 	$(PY) -m ruff check .
 	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py check --fail-level WARNING
 	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py makemigrations --check --dry-run
+	$(STACK) chromium
 	$(STACK) run -- $(PY) -m pytest
 
 ## The benchmarks in benchmarks/, each printing its figures.

@@ -265,6 +265,29 @@ def demo(args) -> None:
         say("stopped")
 
 
+# --- the browser tests -----------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def ensure_chromium(args=None) -> None:
+    """The browser tests drive Debian's chromium: install it when it is missing and we are
+    root, or stop and say how. Does nothing when it is there."""
+    if os.path.exists(CHROMIUM):
+        return
+    apt = shutil.which("apt-get")
+    if os.geteuid() == 0 and apt:
+        say("installing chromium for the browser tests: apt-get install -y chromium")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        install = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+        if subprocess.run(install, env=env).returncode != 0:  # stale package lists
+            subprocess.run([apt, "update", "-q"], env=env, check=False)
+            subprocess.run(install, env=env, check=False)
+    if not os.path.exists(CHROMIUM):
+        sys.exit(f"[clusterui] the browser tests need Debian's chromium at {CHROMIUM}.\n"
+                 "  Install it: sudo apt-get install -y chromium")
+
+
 def run(args) -> None:
     try:
         env = stack_env()
@@ -287,6 +310,8 @@ def main() -> None:
     d.add_argument("--backfill", type=int, default=3600, help="seconds of history to generate")
     d.add_argument("--smtp-port", type=int, default=int(os.environ.get("DEMO_SMTP_PORT", 1025)))
     d.set_defaults(func=demo)
+    c = sub.add_parser("chromium", help="install chromium for the browser tests if missing")
+    c.set_defaults(func=ensure_chromium)
     r = sub.add_parser("run", help="run a command against the stack")
     r.add_argument("command", nargs=argparse.REMAINDER)
     r.set_defaults(func=run)

@@ -102,7 +102,8 @@ def get(mapping, key):
 
 # What the detectors' evidence keys mean to a reader; others are spelled out from the key.
 LABELS = {
-    "gpus": "GPUs", "nodes": "Nodes", "window_min": "Window", "count": "Events",
+    "gpus": "GPUs", "nodes": "Nodes", "window_min": "Window", "count": "Error events",
+    "events": "Latest events",
     "threshold_pct": "Threshold", "util_mean_pct": "Mean utilization (NVML)",
     "sm_active_mean_pct": "Mean SM activity", "busy_source": "Busy measured by",
     "busy_mean_pct": "Mean busy", "nic_mean_pct": "Mean NIC traffic, of capacity",

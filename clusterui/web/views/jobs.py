@@ -29,13 +29,13 @@ SORTS = (("-started", "Newest first"), ("started", "Oldest first"),
          ("-efficiency", "Most efficient"), ("-gpu_hours", "Most GPU-hours"), ("user", "User"))
 # Where on the job page the evidence of each finding kind can be seen.
 EVIDENCE_CHART = {
-    FindingKind.LOW_UTILIZATION: ("chart-util", "GPU utilization"),
-    FindingKind.IDLE_GPU: ("chart-util", "GPU utilization, one line per GPU"),
-    FindingKind.COMM_BOUND: ("chart-activity", "network and GPU activity"),
-    FindingKind.INPUT_BOUND: ("chart-cpu", "host CPU against the allocation"),
-    FindingKind.BUSY_NOT_BUSY: ("chart-activity", "GPU utilization against SM activity"),
-    FindingKind.THROTTLING: ("chart-power", "power and temperature"),
-    FindingKind.GPU_ERRORS: ("events", "GPU events"),
+    FindingKind.LOW_UTILIZATION: ("chart-util", "the GPU utilization chart"),
+    FindingKind.IDLE_GPU: ("chart-util", "the GPU utilization chart, one line per GPU"),
+    FindingKind.COMM_BOUND: ("chart-activity", "the network and GPU activity chart"),
+    FindingKind.INPUT_BOUND: ("chart-cpu", "the host CPU chart, against the allocation"),
+    FindingKind.BUSY_NOT_BUSY: ("chart-activity", "utilization against SM activity"),
+    FindingKind.THROTTLING: ("chart-power", "the power and temperature charts"),
+    FindingKind.GPU_ERRORS: ("events", "the GPU events"),
 }
 
 
