@@ -10,6 +10,7 @@ and a finding never quietly downgrades.
 import datetime as dt
 from dataclasses import dataclass, field
 
+from clusterui.findings import bulk
 from clusterui.findings.choices import FindingState, Severity
 from clusterui.findings.detectors.base import Decision
 from clusterui.findings.models import Finding
@@ -83,8 +84,8 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int]) -> Counts:
             found.suggestion, found.gpu_id = d.suggestion, d.gpu_id
             updates.append(found)
     Finding.objects.bulk_create(creates)
-    Finding.objects.bulk_update(updates, UPDATE_FIELDS)
-    Finding.objects.bulk_update(closes, CLOSE_FIELDS)
+    bulk.update_rows(updates, UPDATE_FIELDS)
+    bulk.update_rows(closes, CLOSE_FIELDS)
     counts.opened, counts.updated, counts.closed = len(creates), len(updates), len(closes)
     return counts
 

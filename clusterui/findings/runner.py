@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusterui.findings import efficiency, record, slices
+from clusterui.findings import bulk, efficiency, record, slices
 from clusterui.findings.choices import FindingKind
 from clusterui.findings.detectors import WINDOW_DETECTORS, gpu_errors
 from clusterui.findings.models import JobEfficiency
@@ -52,6 +52,7 @@ WINDOW_KINDS = {d.KIND for d in WINDOW_DETECTORS}
 @dataclass
 class PassResult:
     jobs: int = 0
+    behind: int = 0  # jobs still catching up on a backlog (next passes go on)
     judged: int = 0
     finalized: int = 0
     opened: int = 0
@@ -70,6 +71,7 @@ class _Plan:
     interval_s: float
     final: bool
     end: dt.datetime | None
+    caught_up: bool = True
 
 
 def run_pass(now: dt.datetime | None = None, thresholds: Thresholds | None = None
@@ -127,8 +129,8 @@ def _fabric(node_ids) -> dict[int, list[tuple[int, float]]]:
     return {n: fast.get(n) or other.get(n, []) for n in set(fast) | set(other)}
 
 
-def _plan(job: Job, gpus: list[GpuInfo], nodes: dict[int, tuple], now: dt.datetime,
-          t: Thresholds) -> _Plan | None:
+def _plan(job: Job, gpus: list[GpuInfo], nodes: dict[int, tuple], first: dt.datetime | None,
+          now: dt.datetime, t: Thresholds) -> _Plan | None:
     node_ids = sorted({g.node_id for g in gpus})
     interval = max((nodes[n][1] or DEFAULT_INTERVAL_S) for n in node_ids)
     seen = [nodes[n][0] for n in node_ids]
@@ -143,7 +145,16 @@ def _plan(job: Job, gpus: list[GpuInfo], nodes: dict[int, tuple], now: dt.dateti
         t1 = min(t1, end) if not final else end
     start = job.started_at or job.first_seen
     eff = getattr(job, "efficiency", None) or JobEfficiency(job=job, accum={})
-    t0 = eff.through or min(start, job.first_seen) - dt.timedelta(seconds=interval)
+    if eff.through is None and first is None:
+        return None  # no sample of this job yet
+    # A job seen for the first time starts at its first sample (just before it).
+    t0 = eff.through or first - dt.timedelta(microseconds=1)
+    # Catching up on a long backlog is spread over passes, so one pass stays bounded; the
+    # job is judged again once it has caught up (its findings would otherwise be stale).
+    limit = t0 + dt.timedelta(seconds=t.max_samples_per_pass * interval)
+    caught_up = t1 <= limit
+    if not caught_up:
+        t1, final = limit, False
     prev_energy = {int(k): a.get("energy_last")
                    for k, a in eff.accum.get("gpus", {}).items()} if eff.accum else {}
     work = slices.Work(
@@ -154,7 +165,7 @@ def _plan(job: Job, gpus: list[GpuInfo], nodes: dict[int, tuple], now: dt.dateti
               for g in gpus],
         nodes={n: nodes[n][1] or DEFAULT_INTERVAL_S for n in node_ids},
     )
-    return _Plan(job, eff, work, start, interval, final, end)
+    return _Plan(job, eff, work, start, interval, final, end, caught_up)
 
 
 def _accumulate(plans: list[_Plan], fabric, t: Thresholds) -> None:
@@ -181,8 +192,15 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
              Node.objects.filter(id__in=node_ids).values_list("id", "last_seen",
                                                               "sample_interval_s")}
     fabric = _fabric(node_ids)
+    fresh = [j for j in jobs if gpus_of.get(j.id) and getattr(j, "efficiency", None) is None]
+    # From the job's start (the GPU was the job's since), or a day before it was first seen.
+    firsts = slices.first_samples([
+        (j.id, g.gpu_id, (j.started_at - dt.timedelta(minutes=1)) if j.started_at
+         else j.first_seen - dt.timedelta(days=1)) for j in fresh for g in gpus_of[j.id]])
     plans = [p for j in jobs if gpus_of.get(j.id)
-             for p in [_plan(j, gpus_of[j.id], nodes, now, t)] if p is not None]
+             for p in [_plan(j, gpus_of[j.id], nodes, firsts.get(j.id), now, t)]
+             if p is not None]
+    result.behind = sum(1 for p in plans if not p.caught_up)
     _accumulate(plans, fabric, t)
 
     creates, updates = [], []
@@ -200,10 +218,9 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
             p.eff.finalized_at = now
         (updates if p.eff._state.adding is False else creates).append(p.eff)
     JobEfficiency.objects.bulk_create(creates)
-    JobEfficiency.objects.bulk_update(updates, [f.name for f in JobEfficiency._meta.fields
-                                                if not f.primary_key])
+    bulk.update_rows(updates, [f.name for f in JobEfficiency._meta.fields if not f.primary_key])
 
-    judged_plans = [p for p in plans if p.eff.window_start is not None
+    judged_plans = [p for p in plans if p.eff.window_start is not None and p.caught_up
                     and (p.work.t1 > p.work.t0 or p.final)]
     verdicts = _judge(judged_plans, gpus_of, t, result)
     gpu_nodes = {g.gpu_id: g.node_id for gs in gpus_of.values() for g in gs}

@@ -323,6 +323,29 @@ def add_job_samples(work: list[Work], fabric: dict[int, list[tuple[int, float]]]
         }
 
 
+_FIRST_SQL = """
+SELECT w.job_id, min(f.ts)
+FROM unnest(%s::int[], %s::int[], %s::timestamptz[]) AS w(job_id, gpu_id, lo)
+CROSS JOIN LATERAL (
+    SELECT s.ts FROM telemetry_gpusample s
+    WHERE s.gpu_id = w.gpu_id AND s.ts >= w.lo AND s.job_id = w.job_id
+    ORDER BY s.ts LIMIT 1
+) f
+GROUP BY 1
+"""
+
+
+def first_samples(rows: list[tuple[int, int, dt.datetime]]) -> dict[int, dt.datetime]:
+    """{job: time of its first GPU sample} for (job, gpu, not before) rows: where a job seen
+    for the first time starts to have data (its start may predate our data by days)."""
+    if not rows:
+        return {}
+    with connection.cursor() as cur:
+        cur.execute(_FIRST_SQL, [[r[0] for r in rows], [r[1] for r in rows],
+                                 [r[2] for r in rows]])
+        return dict(cur.fetchall())
+
+
 def prune(before: dt.datetime, finished_jobs: list[int]) -> None:
     """Drop minutes no window reaches any more, and every minute of finalized jobs."""
     with connection.cursor() as cur:

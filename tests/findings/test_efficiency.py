@@ -1,0 +1,126 @@
+"""Job efficiency and a finding's numbers against a hand computation from known samples.
+
+Two GPUs of one job on one node, 40 samples 10 s apart (400 s of wall time), stored through
+the real ingest path:
+
+- GPU 0: NVML util 2k %, SM activity k % (k = 0..39), memory 1000 + 10k MiB, the energy
+  counter rising 2000 J per sample and reset to 1500 J at k = 20, NVLink tx 60 GB/s (10 % of
+  600 GB/s);
+- GPU 1: util 0 %, SM 0 %, 500 MiB, no energy counter, NVLink idle;
+- the node's InfiniBand port (50 GB/s) at rx 5 GB/s, tx 10 GB/s, its Ethernet port at 1 MB/s;
+- the job's cgroup at 4 of its 16 cores.
+"""
+
+import datetime as dt
+import time
+
+import pytest
+
+from clusterui.findings.choices import FindingKind, Severity, UtilSource
+from clusterui.findings.models import Finding, JobEfficiency
+from clusterui.findings.runner import run_pass
+from clusterui.ingest.tasks import ingest_envelope
+from tests.findings.batches import Job, Node, Sample, node_batch
+
+N = 40
+T0 = (time.time() // 60 - 60) * 60  # a minute boundary, an hour ago
+TIMES = [T0 + 10 * (k + 1) for k in range(N)]
+END = TIMES[-1]
+
+
+def _energy(k: int) -> float:
+    return 5000 + 2000 * k if k < 20 else 1500 + 2000 * (k - 20)
+
+
+def _batches(split: int | None):
+    node = Node("h001")
+    job = Job("77", gpus=[0, 1], started_at=T0 - 3600, cpus=16)
+    gpu = {
+        0: [Sample(util=2 * k, sm=k, mem=1000 + 10 * k, energy=_energy(k), nvl_tx=60e9,
+                   nvl_rx=30e9) for k in range(N)],
+        1: [Sample(util=0, sm=0, mem=500, nvl_tx=0.0, nvl_rx=0.0) for _ in range(N)],
+    }
+    nic = {0: [(5e9, 10e9)] * N, 1: [(1e6, 1e6)] * N}
+    cores = {"77": [4.0] * N}
+    parts = [(0, N)] if split is None else [(0, split), (split, N)]
+    for seq, (a, b) in enumerate(parts, start=1):
+        yield node_batch(node, seq=seq, times=TIMES[a:b], jobs=[job],
+                         gpu={i: s[a:b] for i, s in gpu.items()}, owner={0: "77", 1: "77"},
+                         nic={p: v[a:b] for p, v in nic.items()},
+                         cores={j: v[a:b] for j, v in cores.items()})
+
+
+def _store_and_pass(split):
+    for batch in _batches(split):
+        assert ingest_envelope(batch).rejected == 0
+        last = batch["gpu_samples"]["rows"][-1][0]
+        run_pass(now=dt.datetime.fromtimestamp(last + 30, dt.UTC))
+
+
+# Hand computation.
+WALL_H = 400 / 3600  # from one interval before the first sample to the last one
+ALLOCATED = 2 * WALL_H
+USED = 0.195 * WALL_H  # GPU 0's SM activity averages 19.5 %, GPU 1's 0 %
+WASTED = ALLOCATED - USED
+ENERGY = 19 * 2000 + 1500 + 19 * 2000  # rises before and after the reset, and the reset
+NET_BYTES = (5e9 + 10e9) * 10 * N  # the InfiniBand port only: Ethernet is not the fabric
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("split", [None, 20], ids=["one pass", "two passes across the reset"])
+def test_efficiency_matches_a_hand_computation(split):
+    _store_and_pass(split)
+    eff = JobEfficiency.objects.get(job__external_id="77")
+    assert eff.window_start == dt.datetime.fromtimestamp(T0, dt.UTC)
+    assert eff.window_end == dt.datetime.fromtimestamp(END, dt.UTC)
+    assert eff.gpus == 2
+    assert eff.gpu_hours_allocated == pytest.approx(ALLOCATED)
+    assert eff.gpu_hours_used == pytest.approx(USED)
+    assert eff.gpu_hours_wasted == pytest.approx(WASTED)
+    assert eff.util_source == UtilSource.SM_ACTIVE
+    assert eff.util_mean_pct == pytest.approx(9.75)
+    gpu0 = eff.per_gpu["GPU-hand-h001-0"]
+    # percentile_cont over 0..39: p10 at rank 3.9, p90 at rank 35.1.
+    assert (gpu0["mean"], gpu0["p10"], gpu0["p90"]) == (19.5, pytest.approx(3.9),
+                                                       pytest.approx(35.1))
+    assert gpu0["nvml_mean"] == 39.0 and gpu0["samples"] == N
+    gpu1 = eff.per_gpu["GPU-hand-h001-1"]
+    assert (gpu1["mean"], gpu1["p10"], gpu1["p90"]) == (0.0, 0.0, 0.0)
+    assert gpu1["wasted_gpu_hours"] == pytest.approx(WALL_H)
+    assert (eff.mem_peak_mib, eff.mem_capacity_mib) == (1390, 81920)
+    assert eff.energy_j == pytest.approx(ENERGY)
+    assert eff.net_bytes == pytest.approx(NET_BYTES)
+    assert (eff.nic_util_mean_pct, eff.nic_util_peak_pct) == (pytest.approx(20.0),
+                                                             pytest.approx(20.0))
+    assert (eff.nvlink_util_mean_pct, eff.nvlink_util_peak_pct) == (pytest.approx(5.0),
+                                                                   pytest.approx(10.0))
+    assert (eff.cpu_cores_mean, eff.cpus_allocated) == (pytest.approx(4.0), 16)
+    assert eff.efficiency_pct == pytest.approx(100 * USED / ALLOCATED)
+
+
+@pytest.mark.django_db
+def test_low_utilization_finding_carries_the_hand_computed_numbers():
+    _store_and_pass(None)
+    findings = {f.kind: f for f in Finding.objects.filter(job__external_id="77")}
+    assert set(findings) == {FindingKind.LOW_UTILIZATION, FindingKind.IDLE_GPU}
+
+    low = findings[FindingKind.LOW_UTILIZATION]
+    # Judged on NVML utilization: (39 % + 0 %) / 2; SM activity (19.5 % + 0 %) / 2.
+    assert low.evidence["util_mean_pct"] == 19.5
+    assert low.evidence["sm_active_mean_pct"] == 9.8
+    assert low.evidence["gpu_hours_allocated"] == round(ALLOCATED, 2)
+    assert low.evidence["gpu_hours_used"] == round(USED, 2)
+    assert low.evidence["gpu_hours_wasted"] == round(WASTED, 2)
+    assert low.wasted_gpu_hours == pytest.approx(WASTED)
+    assert low.severity == Severity.INFO  # 0.2 GPU-hours: below the 2 GPU-hour warning
+    assert (low.window_start, low.window_end) == (dt.datetime.fromtimestamp(T0, dt.UTC),
+                                                  dt.datetime.fromtimestamp(END, dt.UTC))
+    assert "7 min" in low.explanation and "0.2 GPU-hours wasted" in low.explanation
+    assert low.suggestion
+
+    idle = findings[FindingKind.IDLE_GPU]
+    assert idle.gpu.index == 1
+    assert idle.evidence["idle_gpus"] == [{"node": "h001", "index": 1, "util_mean_pct": 0.0}]
+    assert idle.evidence["working_gpus"] == [{"node": "h001", "index": 0, "util_mean_pct": 39.0}]
+    assert idle.wasted_gpu_hours == pytest.approx(WALL_H)
+    assert "Request 1 GPU instead of 2" in idle.suggestion

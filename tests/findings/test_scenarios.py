@@ -1,0 +1,58 @@
+"""The simulator's own scenarios, and the negative cases, classified without error at 1 s and
+at 10 s sampling: the real collector, ingest and detector pass end to end."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from clusterui.findings import scenarios
+from clusterui.jobs.models import Job
+from collectors.sim.scenarios import Scenario
+
+
+def test_every_simulator_scenario_has_a_case_and_negatives_are_included():
+    covered = {c.scenario for c in scenarios.CASES if not c.negative}
+    assert covered == set(Scenario)
+    negatives = [c.name for c in scenarios.CASES if c.negative]
+    assert any("healthy_multinode" in n for n in negatives)
+    assert any("grace" in n for n in negatives)
+    assert any("moderate" in n for n in negatives)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+@pytest.mark.parametrize("interval", [1.0, 10.0])
+def test_the_scenarios_are_classified_without_error(interval):
+    suite = scenarios.run_suite(interval)
+    assert len(suite.results) == len(scenarios.CASES)
+    wrong = [(r.case.name, sorted(r.case.expected), sorted(r.raised)) for r in suite.wrong()]
+    assert wrong == []
+    matrix = scenarios.confusion(suite.results)
+    assert all(c.fp == 0 and c.fn == 0 for c in matrix.values())
+    assert all(c.tp > 0 for c in matrix.values())  # every kind is exercised
+
+
+def test_the_report_prints_precision_and_recall_per_kind():
+    case = scenarios.CASES[0]
+    suite = scenarios.SuiteResult(interval=10.0, results=[
+        scenarios.CaseResult(case, 10.0, "j1", {"low_utilization"}),
+        scenarios.CaseResult(scenarios.CASES[2], 10.0, "j2", {"low_utilization"}),
+    ])
+    text = scenarios.report([suite])
+    assert "low_utilization    1   1   0   0       0.50    1.00" in text
+    assert "WRONG  10 s  healthy" in text and "1 of 2 cases classified correctly." in text
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_scenario_report_command_prints_the_matrix_and_leaves_nothing(capsys):
+    call_command("scenario_report", "--interval", "10", "--fail")
+    out = capsys.readouterr().out
+    assert "Confusion matrix per kind, 10 s sampling" in out
+    assert "precision  recall" in out and "comm_bound" in out
+    assert f"{len(scenarios.CASES)} of {len(scenarios.CASES)} cases classified correctly." in out
+    assert not Job.objects.filter(cluster__name__startswith="scenarios-").exists()
+
+
+def test_scenario_report_refuses_an_interval_out_of_range():
+    with pytest.raises(CommandError, match="between 1 and 60 s, got 0.5"):
+        call_command("scenario_report", "--interval", "0.5")
