@@ -51,6 +51,8 @@ app.conf.beat_schedule = {
         "clusterui.telemetry.maintain_partitions", "BEAT_PARTITIONS_S", 3600
     ),
     "close-stale-jobs": _entry("clusterui.jobs.close_stale_jobs", "BEAT_STALE_JOBS_S", 60),
+    "alert-silent-nodes": _entry("clusterui.ingest.alert_silent_nodes", "BEAT_SILENT_NODES_S",
+                                 60),
     # Efficiency and findings for running jobs; jobs marked ended are finalized next pass.
     "run-detectors": _entry("clusterui.findings.run_detectors", "BEAT_DETECTORS_S", 60),
     "send-alerts": _entry("clusterui.alerts.send_alerts", "BEAT_ALERTS_S", 60),

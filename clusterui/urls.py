@@ -9,6 +9,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("clusterui.ingest.urls")),
     path("", include("clusterui.alerts.urls")),
     path("api/v1/", include("clusterui.api.urls")),
     path("settings/tokens/", api_tokens.tokens, name="api_tokens"),

@@ -1,5 +1,7 @@
 """What the ingest log says about the pipeline's health: gaps, refusals, drops."""
 
+import datetime as dt
+
 from django.db import connection
 
 
@@ -22,3 +24,78 @@ def gaps_by_node() -> list[dict]:
             """
         )
         return [{"cluster": c, "node": n, "missing": m} for c, n, m in cur.fetchall()]
+
+
+def batch_rates(now: dt.datetime) -> dict:
+    """Batches and GPU samples per second over the last minute and five minutes, and the
+    ingest delay (arrival minus the collector's send time) over the last five minutes."""
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT count(*) FILTER (WHERE received_at >= %(m1)s),
+                   count(*),
+                   COALESCE(sum(gpu_samples) FILTER (WHERE received_at >= %(m1)s), 0),
+                   percentile_cont(0.5) WITHIN GROUP (
+                       ORDER BY extract(epoch FROM received_at - sent_at)),
+                   max(extract(epoch FROM received_at - sent_at))
+            FROM ingest_ingestbatch WHERE received_at >= %(m5)s
+            """,
+            {"m1": now - dt.timedelta(minutes=1), "m5": now - dt.timedelta(minutes=5)},
+        )
+        last_min, last_5, samples_min, delay_p50, delay_max = cur.fetchone()
+    return {
+        "batches_per_s_1m": last_min / 60.0,
+        "batches_per_s_5m": last_5 / 300.0,
+        "gpu_samples_per_s_1m": samples_min / 60.0,
+        "delay_p50_s": delay_p50,
+        "delay_max_s": delay_max,
+    }
+
+
+def rejected_by_reason(since: dt.datetime) -> list[dict]:
+    """Items refused inside stored batches, and whole batches refused, by reason."""
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT r.key, sum(r.value::bigint)::bigint, 'item'
+            FROM ingest_ingestbatch b, jsonb_each_text(b.rejected_reasons) r
+            WHERE b.received_at >= %(since)s AND b.rejected > 0
+            GROUP BY r.key
+            UNION ALL
+            SELECT reason, count(*), 'batch' FROM ingest_rejectedbatch
+            WHERE received_at >= %(since)s GROUP BY reason
+            ORDER BY 2 DESC LIMIT 50
+            """,
+            {"since": since},
+        )
+        return [{"reason": r, "count": n, "scope": scope} for r, n, scope in cur.fetchall()]
+
+
+def spool_drops(since: dt.datetime) -> list[dict]:
+    """Batches the collectors' full spools dropped, as they reported them, per node."""
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT n.name, sum(b.spool_dropped)::bigint FROM ingest_ingestbatch b
+            JOIN inventory_node n ON n.id = b.node_id
+            WHERE b.received_at >= %s AND b.spool_dropped > 0
+            GROUP BY n.name ORDER BY 2 DESC
+            """,
+            [since],
+        )
+        return [{"node": n, "dropped": d} for n, d in cur.fetchall()]
+
+
+def queue_depth() -> dict:
+    """Messages waiting in the ingest queue and reserved by workers, from the broker."""
+    import redis
+    from django.conf import settings
+
+    try:
+        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=2,
+                                      socket_connect_timeout=2)
+        return {"queued": int(client.llen("ingest")), "reserved": int(client.hlen("unacked")),
+                "dead_letters": int(client.llen("clusterui:deadletter")), "error": None}
+    except redis.exceptions.RedisError as exc:
+        return {"queued": None, "reserved": None, "dead_letters": None,
+                "error": f"broker unreachable: {exc}"}

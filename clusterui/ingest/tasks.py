@@ -81,3 +81,12 @@ def ingest(self, envelope):
     if result is not None and result.duplicate:
         log.info("batch already stored, skipped: %s/%s seq %s", envelope.get("cluster"),
                  envelope.get("node"), envelope.get("agent", {}).get("seq"))
+
+
+@shared_task(name="clusterui.ingest.alert_silent_nodes", ignore_result=True,
+             autoretry_for=(OSError,), retry_backoff=30, retry_backoff_max=600, max_retries=10)
+def alert_silent_nodes():
+    """Tell the admins about nodes that went silent (SMTP failures are retried)."""
+    from clusterui.ingest.silence import alert_silent_nodes as alert
+
+    alert()

@@ -28,6 +28,8 @@ class Node(models.Model):
     simulated = models.BooleanField(default=False)
     # The collector's sampling interval: charts never bucket finer than this.
     sample_interval_s = models.FloatField(null=True)
+    # When the admins were told this node went silent (cleared by its next batch's data).
+    silent_alerted_at = models.DateTimeField(null=True, blank=True)
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
 

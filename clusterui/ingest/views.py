@@ -1,0 +1,30 @@
+import datetime as dt
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import render
+from django.utils import timezone
+
+from clusterui.ingest import health
+from clusterui.ingest.models import RejectedBatch
+from clusterui.ingest.silence import silent_nodes
+
+
+def ingest_health(request):
+    """Is the pipeline healthy? Throughput, backlog, lost data and refusals (staff only)."""
+    if not request.user.is_staff:
+        raise PermissionDenied("The ingest health page is for staff.")
+    now = timezone.now()
+    day_ago = now - dt.timedelta(days=1)
+    context = {
+        "rates": health.batch_rates(now),
+        "queue": health.queue_depth(),
+        "gaps": health.gaps_by_node(),
+        "rejected": health.rejected_by_reason(day_ago),
+        "recent_refusals": RejectedBatch.objects.all()[:10],
+        "spool_drops": health.spool_drops(day_ago),
+        "silent": [{"node": n, "silent_for": now - n.last_seen} for n in silent_nodes(now)],
+        "silent_after_s": settings.NODE_SILENT_AFTER_S,
+        "refresh_s": 15,
+    }
+    return render(request, "ingest/health.html", context)

@@ -1,0 +1,81 @@
+"""The ingest health page (staff) and the silent-node email."""
+
+import datetime as dt
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core import mail
+from django.utils import timezone
+
+from clusterui.ingest.models import IngestBatch, RejectedBatch
+from clusterui.ingest.silence import alert_silent_nodes
+from clusterui.ingest.tasks import ingest_envelope
+from clusterui.inventory.models import Node
+from tests.factories import node_batch
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client):
+    user = get_user_model().objects.create_user("ops", "ops@example.org", "pw", is_staff=True)
+    client.force_login(user)
+    return client
+
+
+def test_the_page_shows_throughput_gaps_refusals_and_drops(staff_client, broker):
+    now = timezone.now().timestamp()
+    for seq in (1, 2, 5):
+        batch = node_batch(seq=seq, samples=1, start=now - 100 + seq)
+        if seq == 5:
+            batch["agent"]["spool_dropped"] = 2
+            batch["gpu_samples"]["rows"][0][3] = 140.0
+        ingest_envelope(batch)
+    ingest_envelope({"schema": 3, "cluster": "test", "node": "gpu-x"})
+    broker.rpush("ingest", "x", "y")
+
+    response = staff_client.get("/ingest/health/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert IngestBatch.objects.count() == 3
+    gaps = response.context["gaps"]
+    assert gaps == [{"cluster": "test", "node": "gpu-t001", "missing": 2}]
+    assert response.context["queue"]["queued"] == 2
+    assert response.context["spool_drops"] == [{"node": "gpu-t001", "dropped": 2}]
+    reasons = {r["reason"]: (r["count"], r["scope"]) for r in response.context["rejected"]}
+    assert reasons == {
+        "gpu_samples: util_pct out of range [0, 100]": (1, "item"),
+        "schema: version 3 is not supported (this server speaks 1)": (1, "batch"),
+    }
+    assert response.context["rates"]["batches_per_s_1m"] == pytest.approx(3 / 60)
+    assert "gpu_samples: util_pct out of range [0, 100]" in page
+    assert RejectedBatch.objects.count() == 1
+
+
+def test_researchers_may_not_see_it(client):
+    user = get_user_model().objects.create_user("alice", "alice@example.org", "pw")
+    client.force_login(user)
+    assert client.get("/ingest/health/").status_code == 403
+
+
+def test_admins_are_emailed_once_when_a_node_goes_silent(settings):
+    settings.ADMINS = [("Ops", "ops@example.org")]
+    settings.NODE_SILENT_AFTER_S = 120
+    now = timezone.now()
+    ingest_envelope(node_batch(node="gpu-quiet", samples=1, start=now.timestamp() - 600))
+    ingest_envelope(node_batch(node="gpu-live", samples=1, start=now.timestamp() - 20))
+
+    assert alert_silent_nodes(now) == ["gpu-quiet"]
+    assert alert_silent_nodes(now + dt.timedelta(minutes=1)) == []  # once per silence
+    (message,) = mail.outbox
+    assert message.to == ["ops@example.org"]
+    assert message.subject == "Node gpu-quiet has gone silent — ClusterUI"
+    assert "gpu-quiet (cluster test)" in message.body
+    assert message.alternatives[0][1] == "text/html"
+
+    # gpu-quiet reports again, then both fall silent: one new email names both.
+    ingest_envelope(node_batch(node="gpu-quiet", seq=2, samples=1, start=now.timestamp() + 10))
+    later = now + dt.timedelta(minutes=5)
+    assert alert_silent_nodes(later) == ["gpu-live", "gpu-quiet"]
+    assert mail.outbox[1].subject == "2 nodes have gone silent — ClusterUI"
+    assert Node.objects.get(name="gpu-quiet").silent_alerted_at == later
