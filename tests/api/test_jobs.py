@@ -73,6 +73,8 @@ def test_time_range_filter(api, cluster_jobs):
     ({"finding": "low_utilization"}, ["wasteful"]),
     ({"finding": "idle_gpu"}, ["old"]),
     ({"q": "swe"}, ["wasteful"]),
+    ({"account": "nlp", "ordering": "-efficiency"}, ["efficient", "wasteful", "new"]),
+    ({"finding": "low_utilization", "ordering": "-wasted"}, ["wasteful"]),  # with DISTINCT
 ])
 def test_filters(api, cluster_jobs, params, expected):
     got = ids(api("alice").get("/api/v1/jobs/", params))

@@ -11,6 +11,6 @@ ROUTES = {
 
 
 class RootView(APIView):
-    @extend_schema(summary="The API's endpoints", responses={200: dict})
+    @extend_schema(summary="The API's endpoints", tags=["root"], responses={200: dict})
     def get(self, request):
         return Response({name: reverse(route, request=request) for name, route in ROUTES.items()})
