@@ -12,6 +12,7 @@ TEST_ENV = {
     "SECRET_KEY": "test-only-secret-key",
     "STATIC_MANIFEST": "0",
     "CELERY_BROKER_URL": os.environ.get("TEST_BROKER_URL", "redis://127.0.0.1:6379/9"),
+    "CACHE_URL": os.environ.get("TEST_BROKER_URL", "redis://127.0.0.1:6379/9"),
     # Short enough that a test sees a killed worker's message come back within seconds.
     "CELERY_TASK_TIME_LIMIT": "10",
     "CELERY_VISIBILITY_TIMEOUT": "12",
@@ -19,6 +20,7 @@ TEST_ENV = {
     "SESSION_COOKIE_SECURE": "0",
     "CSRF_COOKIE_SECURE": "0",
     "SECURE_HSTS_SECONDS": "0",
+    "SECURE_SSL_REDIRECT": "0",
     # Most tests feed unsigned batches; the signature tests turn this on themselves.
     "INGEST_REQUIRE_SIGNATURE": "0",
     # Retries wait inside the worker: keep them under the short visibility timeout, and

@@ -156,7 +156,9 @@ def stop_services() -> None:
 def stack_env() -> dict:
     db = postgres_url()
     ensure_database(db)
-    env = dict(os.environ, DATABASE_URL=db, CELERY_BROKER_URL=redis_url())
+    broker = redis_url()
+    env = dict(os.environ, DATABASE_URL=db, CELERY_BROKER_URL=broker)
+    env.setdefault("CACHE_URL", broker.rsplit("/", 1)[0] + "/1")
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     # The test suite's broker is a separate Redis database on the same server.
     env.setdefault("TEST_BROKER_URL", env["CELERY_BROKER_URL"].rsplit("/", 1)[0] + "/9")
@@ -203,6 +205,7 @@ def demo(args) -> None:
         SECRET_KEY=secret_file.read_text().strip(), DEBUG="0", STATIC_MANIFEST="1",
         # The demo serves plain http on localhost: secure-only cookies would never be sent.
         SESSION_COOKIE_SECURE="0", CSRF_COOKIE_SECURE="0", SECURE_HSTS_SECONDS="0",
+        SECURE_SSL_REDIRECT="0",
         SITE_URL=f"http://localhost:{args.port}",
         ALLOWED_HOSTS=env.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]"),
         # Alert emails go to a local SMTP sink whose Maildir the web UI shows at /demo/mail/.
