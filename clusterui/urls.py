@@ -1,6 +1,6 @@
 from django.contrib import admin
-from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
