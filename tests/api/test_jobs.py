@@ -121,6 +121,7 @@ def test_detail_has_efficiency_gpus_and_findings(api, cluster_jobs, django_asser
     eff = body["efficiency"]
     assert eff["gpu_hours_allocated"] == 20.0 and eff["gpu_hours_wasted"] == 16.0
     assert eff["efficiency_pct"] == pytest.approx(20.0)
+    assert "accum" not in eff and eff["finalized_at"] is None  # still running
     assert [(g["node"], g["index"]) for g in body["gpus"]] == [("gpu-j001", 0), ("gpu-j001", 1)]
     assert [f["kind"] for f in body["findings"]] == ["low_utilization"]
 

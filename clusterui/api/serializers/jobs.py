@@ -30,11 +30,18 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class EfficiencySerializer(serializers.ModelSerializer):
+    """The detector pass's figures (not its internal running sums)."""
+
     efficiency_pct = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta:
         model = JobEfficiency
-        exclude = ["job"]
+        fields = ["computed_at", "window_start", "window_end", "through", "finalized_at",
+                  "gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
+                  "efficiency_pct", "util_source", "util_mean_pct", "per_gpu", "mem_peak_mib",
+                  "mem_capacity_mib", "energy_j", "net_bytes", "nic_util_mean_pct",
+                  "nic_util_peak_pct", "nvlink_util_mean_pct", "nvlink_util_peak_pct",
+                  "cpu_cores_mean", "cpus_allocated"]
 
 
 class AllocationSerializer(serializers.Serializer):
