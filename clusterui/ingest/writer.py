@@ -226,8 +226,14 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, gpu_ids: dict[int, int], se
             account = COALESCE(NULLIF(EXCLUDED.account, ''), jobs_job.account),
             partition = COALESCE(NULLIF(EXCLUDED.partition, ''), jobs_job.partition),
             started_at = COALESCE(EXCLUDED.started_at, jobs_job.started_at),
-            ended_at = COALESCE(EXCLUDED.ended_at, jobs_job.ended_at),
-            state = CASE WHEN COALESCE(EXCLUDED.ended_at, jobs_job.ended_at) IS NULL
+            -- Reported running, with data after the end that close_stale_jobs inferred
+            -- while the job's data lagged (a back-fill, a spool replay): it runs again.
+            ended_at = CASE WHEN EXCLUDED.ended_at IS NULL
+                            AND EXCLUDED.last_seen > jobs_job.ended_at THEN NULL
+                            ELSE COALESCE(EXCLUDED.ended_at, jobs_job.ended_at) END,
+            state = CASE WHEN EXCLUDED.ended_at IS NULL
+                         AND EXCLUDED.last_seen > jobs_job.ended_at THEN 'running'
+                         WHEN COALESCE(EXCLUDED.ended_at, jobs_job.ended_at) IS NULL
                          AND GREATEST(jobs_job.last_seen, EXCLUDED.last_seen) > jobs_job.last_seen
                          THEN 'running'
                          WHEN COALESCE(EXCLUDED.ended_at, jobs_job.ended_at) IS NULL
