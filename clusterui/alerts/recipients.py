@@ -48,7 +48,8 @@ def admin_addresses() -> list[str]:
 
 def for_finding(finding) -> list[Recipient]:
     """A job's finding goes to its owner, its account's managers, and admins when
-    ALERT_NOTIFY_ADMINS is on; a node's finding (no job) to admins when that is on."""
+    ALERT_NOTIFY_ADMINS is on. A node's finding (no job: GPU errors on a GPU no job held) has
+    no owner: it goes to the admins."""
     found: list[Recipient] = []
     job = finding.job
     if job is not None:
@@ -57,7 +58,7 @@ def for_finding(finding) -> list[Recipient]:
             found.append(Recipient(address, RecipientRole.OWNER, job.user))
         for manager in settings.ALERT_ACCOUNT_MANAGERS.get(job.account, []):
             found.append(Recipient(normalize(manager), RecipientRole.ACCOUNT_MANAGER))
-    if settings.ALERT_NOTIFY_ADMINS:
+    if settings.ALERT_NOTIFY_ADMINS or job is None:
         found.extend(Recipient(a, RecipientRole.ADMIN) for a in admin_addresses())
     unique: dict[str, Recipient] = {}
     for recipient in found:  # the first role wins: an owner who is also an admin is the owner
