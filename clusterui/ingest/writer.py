@@ -12,10 +12,12 @@ from dataclasses import dataclass
 import psycopg
 from django.db import connection, transaction
 
+from clusterui.ingest import inventory_cache
 from clusterui.ingest.validate import Batch
 from clusterui.telemetry import partitions
 from clusterui.telemetry.metrics import (
     GPU_METRIC_NAMES,
+    GPU_METRICS,
     GPU_SAMPLE_COLUMNS,
     GPU_SAMPLE_TABLE,
     JOB_SAMPLE_COLUMNS,
@@ -62,30 +64,29 @@ def _store(batch: Batch, stamps: list[float], received_at: dt.datetime) -> Store
     seen_at = _dt(last_ts if last_ts is not None else batch.sent_at) or received_at
     with transaction.atomic(), connection.cursor() as wrapper:
         cur = wrapper.cursor  # the psycopg cursor: COPY needs it
-        cur.execute(
-            "INSERT INTO inventory_cluster (name, created_at) VALUES (%s, %s) "
-            "ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id",
-            (batch.cluster, received_at),
-        )
-        cluster_id = cur.fetchone()[0]
+        # The cluster and the node in one round trip.
         cur.execute(
             """
+            WITH cluster AS (
+                INSERT INTO inventory_cluster (name, created_at) VALUES (%s, %s)
+                ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id
+            )
             INSERT INTO inventory_node
                 (cluster_id, name, agent_version, simulated, sample_interval_s, first_seen,
                  last_seen)
-            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            SELECT cluster.id, %s, %s, %s, %s, %s, %s FROM cluster
             ON CONFLICT (cluster_id, name) DO UPDATE SET
                 agent_version = EXCLUDED.agent_version,
                 simulated = EXCLUDED.simulated,
                 sample_interval_s = COALESCE(EXCLUDED.sample_interval_s,
                                              inventory_node.sample_interval_s),
                 last_seen = GREATEST(inventory_node.last_seen, EXCLUDED.last_seen)
-            RETURNING id
+            RETURNING id, cluster_id
             """,
-            (cluster_id, batch.node, batch.agent_version, batch.simulated, batch.interval_s,
-             seen_at, seen_at),
+            (batch.cluster, received_at, batch.node, batch.agent_version, batch.simulated,
+             batch.interval_s, seen_at, seen_at),
         )
-        node_id = cur.fetchone()[0]
+        node_id, cluster_id = cur.fetchone()
         cur.execute(
             """
             INSERT INTO ingest_ingestbatch
@@ -109,9 +110,12 @@ def _store(batch: Batch, stamps: list[float], received_at: dt.datetime) -> Store
             return StoreResult(batch_id=None, duplicate=True)
         batch_id = row[0]
 
-        gpu_ids = _upsert_gpus(cur, batch, node_id, seen_at)
-        nic_ids = _upsert_nics(cur, batch, node_id, seen_at)
-        job_ids = _upsert_jobs(cur, batch, cluster_id, gpu_ids, seen_at)
+        gpu_ids = _cached(cur, "gpus", node_id, batch.gpus, _upsert_gpus, batch, node_id,
+                          seen_at)
+        nic_ids = _cached(cur, "nics", node_id, batch.nics, _upsert_nics, batch, node_id,
+                          seen_at)
+        job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], _upsert_jobs, batch,
+                          cluster_id, gpu_ids, seen_at)
 
         gpu_rows = [
             (_dt(r[0]), gpu_ids[r[1]], None if r[2] is None else job_ids[r[2]], *r[3:])
@@ -128,6 +132,15 @@ def _store(batch: Batch, stamps: list[float], received_at: dt.datetime) -> Store
         batch_id=batch_id, duplicate=False, gpu_samples=len(gpu_rows),
         nic_samples=len(nic_rows), job_samples=len(job_rows), rejected=batch.rejected_total,
     )
+
+
+def _cached(cur, kind: str, owner_id: int, content, upsert, *args):
+    """Upsert an inventory only when it changed (or its last_seen is due a refresh)."""
+    ids = inventory_cache.lookup(kind, owner_id, content)
+    if ids is None:
+        ids = upsert(cur, *args)
+        inventory_cache.remember(kind, owner_id, content, ids)
+    return ids
 
 
 def _copy(cur, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
@@ -283,32 +296,41 @@ def _insert_events(cur, batch: Batch, gpu_ids: dict[int, int], batch_id: int) ->
 
 
 _LATEST_GPU_COLS = ("gpu_id", "ts", "job_id", *GPU_METRIC_NAMES)
+_LATEST_GPU_TYPES = ("bigint", "timestamptz", "bigint",
+                     *(m.sql_type for m in GPU_METRICS))
+
+
+def _newest(rows: list[tuple]) -> list[tuple]:
+    """Each device's newest row (rows are (ts, device id, ...)), in device order."""
+    newest: dict[int, tuple] = {}
+    for row in rows:
+        if row[1] not in newest or row[0] > newest[row[1]][0]:
+            newest[row[1]] = row
+    return [newest[k] for k in sorted(newest)]
 
 
 def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
-    newest_gpu: dict[int, tuple] = {}
-    for row in gpu_rows:
-        if row[1] not in newest_gpu or row[0] > newest_gpu[row[1]][0]:
-            newest_gpu[row[1]] = row
-    if newest_gpu:
+    """Upsert the "now" tables in one statement each, newer sample wins."""
+    gpus = _newest(gpu_rows)
+    if gpus:
+        columns = list(zip(*[(r[1], r[0], *r[2:]) for r in gpus], strict=True))
         cols = ", ".join(_LATEST_GPU_COLS)
+        arrays = ", ".join(f"%s::{t}[]" for t in _LATEST_GPU_TYPES)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _LATEST_GPU_COLS[1:])
-        placeholders = ", ".join(["%s"] * len(_LATEST_GPU_COLS))
-        cur.executemany(
-            f"INSERT INTO telemetry_gpulatest ({cols}) VALUES ({placeholders}) "
+        cur.execute(
+            f"INSERT INTO telemetry_gpulatest ({cols}) SELECT * FROM unnest({arrays}) "
             f"ON CONFLICT (gpu_id) DO UPDATE SET {updates} "
             "WHERE telemetry_gpulatest.ts <= EXCLUDED.ts",
-            [(r[1], r[0], *r[2:]) for r in sorted(newest_gpu.values(), key=lambda r: r[1])],
+            [list(c) for c in columns],
         )
-    newest_nic: dict[int, tuple] = {}
-    for row in nic_rows:
-        if row[1] not in newest_nic or row[0] > newest_nic[row[1]][0]:
-            newest_nic[row[1]] = row
-    if newest_nic:
-        cur.executemany(
+    nics = _newest(nic_rows)
+    if nics:
+        columns = list(zip(*[(r[1], r[0], r[2], r[3]) for r in nics], strict=True))
+        cur.execute(
             "INSERT INTO telemetry_niclatest (nic_id, ts, rx_bytes_per_s, tx_bytes_per_s) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (nic_id) DO UPDATE SET ts = EXCLUDED.ts, "
+            "SELECT * FROM unnest(%s::bigint[], %s::timestamptz[], %s::float8[], %s::float8[]) "
+            "ON CONFLICT (nic_id) DO UPDATE SET ts = EXCLUDED.ts, "
             "rx_bytes_per_s = EXCLUDED.rx_bytes_per_s, tx_bytes_per_s = EXCLUDED.tx_bytes_per_s "
             "WHERE telemetry_niclatest.ts <= EXCLUDED.ts",
-            [(r[1], r[0], r[2], r[3]) for r in sorted(newest_nic.values(), key=lambda r: r[1])],
+            [list(c) for c in columns],
         )

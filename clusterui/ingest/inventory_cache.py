@@ -1,0 +1,39 @@
+"""What this worker process last wrote of each node's inventory, so that an unchanged
+inventory (the usual case: the same GPUs, NICs and jobs in every batch) costs no upsert.
+
+An entry is keyed by its owner's database id (a node or cluster row: re-created rows get new
+ids, so a stale entry can never match) and the inventory's content. Entries are refreshed
+at least every ``REFRESH_S`` so that ``last_seen`` keeps moving.
+"""
+
+import json
+import time
+
+REFRESH_S = 60.0
+_MAX_ENTRIES = 50_000
+
+_entries: dict[tuple[str, int], tuple[str, float, dict]] = {}
+
+
+def _fingerprint(content) -> str:
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def lookup(kind: str, owner_id: int, content) -> dict | None:
+    entry = _entries.get((kind, owner_id))
+    if entry is None:
+        return None
+    fingerprint, stamp, ids = entry
+    if time.monotonic() - stamp > REFRESH_S or fingerprint != _fingerprint(content):
+        return None
+    return ids
+
+
+def remember(kind: str, owner_id: int, content, ids: dict) -> None:
+    if len(_entries) >= _MAX_ENTRIES:
+        _entries.clear()
+    _entries[(kind, owner_id)] = (_fingerprint(content), time.monotonic(), ids)
+
+
+def forget() -> None:
+    _entries.clear()
