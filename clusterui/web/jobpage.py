@@ -9,9 +9,10 @@ from django.utils import timezone
 from clusterui.inventory.models import Nic
 from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import JobGpu
-from clusterui.telemetry.series import gpu_series, job_host_series, nic_series
+from clusterui.telemetry.series import gpu_series, job_host_series, nic_series, pick_step
 from clusterui.web import derived, timerange
 from clusterui.web.figures import timeseries as ts_figs
+from clusterui.web.figures.common import points_per_series
 
 GPU_METRICS = ("util_pct", "sm_active_pct", "mem_used_mib", "power_w", "temp_c",
                "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
@@ -84,7 +85,8 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
     minimum = max((n.sample_interval_s or 1) for n in view.nodes)
     labels = {g.id: (f"{g.node.name} · GPU {g.index}" if len(view.nodes) > 1
                      else f"GPU {g.index}") for g in gpus}
-    gs = gpu_series(list(labels), GPU_METRICS, start, end, minimum=minimum)
+    step = pick_step(start, end, minimum=minimum, max_points=points_per_series(len(gpus)))
+    gs = gpu_series(list(labels), GPU_METRICS, start, end, step=step)
     view.step = gs.step
     nics = derived.fabric_nics(Nic.objects.filter(node__in=view.nodes).order_by("name"))
     ns = nic_series([n.id for n in nics], ("rx_bytes_per_s", "tx_bytes_per_s"), start, end,

@@ -5,8 +5,9 @@ from django.db.models import Q
 
 from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import Job, JobGpu
-from clusterui.telemetry.series import gpu_series, nic_series
+from clusterui.telemetry.series import gpu_series, nic_series, pick_step
 from clusterui.web.figures import timeseries as ts_figs
+from clusterui.web.figures.common import points_per_series
 
 GPU_METRICS = ("util_pct", "sm_active_pct", "mem_used_mib", "power_w", "temp_c")
 
@@ -34,7 +35,8 @@ def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
     """The node's charts and the bucket width they were read at."""
     labels = {g.id: f"GPU {g.index}" for g in gpus}
     minimum = node.sample_interval_s or 1
-    gs = gpu_series(list(labels), GPU_METRICS, start, end, minimum=minimum)
+    step = pick_step(start, end, minimum=minimum, max_points=points_per_series(len(gpus)))
+    gs = gpu_series(list(labels), GPU_METRICS, start, end, step=step)
     ns = nic_series([n.id for n in nics], ("rx_bytes_per_s", "tx_bytes_per_s"), start, end,
                     step=gs.step)
     return {

@@ -31,7 +31,7 @@
       var point = ev.points && ev.points[0];
       var id = point && point.customdata;
       if (Array.isArray(id)) id = id[0];
-      if (id === null || id === undefined || id === "") return;
+      if (id === null || id === undefined || id === "" || Number.isNaN(id)) return;
       window.location.href = template.replace(/0\/$/, encodeURIComponent(id) + "/");
     });
   }

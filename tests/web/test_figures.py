@@ -1,12 +1,15 @@
 """The figure functions, called without a request (plain data in, Plotly figures out)."""
 
 import datetime as dt
+import json
 
 from clusterui.inventory.models import Gpu, Nic
 from clusterui.telemetry.series import Series
 from clusterui.web import derived
 from clusterui.web.figures import heatmap, timeseries, usage
+from clusterui.web.figures.common import points_per_series, to_json
 from clusterui.web.snapshot import GpuCell
+from tests.web.plotly_data import matrix, values
 
 T0 = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
 
@@ -23,41 +26,47 @@ def cells(nodes: int, gpus: int, util=42.0):
 
 
 def test_heatmap_at_1000_nodes_stays_small_and_clickable():
-    fig = heatmap.utilization_heatmap(cells(1000, 8)).to_plotly_json()
+    fig = to_json(heatmap.utilization_heatmap(cells(1000, 8)))
     util = fig["data"][1]
-    assert len(util["z"]) == 10 * 8 + 9  # ten bands of 100 nodes, blank rows between
-    assert all(len(row) == 100 for row in util["z"])
-    assert util["customdata"][7][0][0] == 1  # band 1: node 1 GPU 7 at row 7
-    assert util["customdata"][8][0] is None  # the blank row
-    assert util["customdata"][9][0][0] == 101  # band 2 starts at node 101
-    assert util["customdata"][9 * 9][0][0] == 901  # band 10 starts at node 901
-    assert "text" not in util or util["text"] is None  # no in-cell labels at this size
+    z, nodes = matrix(util["z"]), matrix(util["customdata"])
+    assert len(z) == 10 * 8 + 9  # ten bands of 100 nodes, blank rows between
+    assert all(len(row) == 100 for row in z)
+    assert nodes[7][0] == 1  # band 1: node 1 GPU 7 at row 7
+    assert nodes[8][0] is None  # the blank row
+    assert nodes[9][0] == 101  # band 2 starts at node 101
+    assert nodes[9 * 9][0] == 901  # band 10 starts at node 901
+    assert "text" not in util  # no in-cell labels at this size
     assert fig["layout"]["height"] < 1200
+    assert len(json.dumps(fig)) < 500_000  # 8,000 cells with their hover text
 
 
 def test_heatmap_cells_say_free_or_busy_and_mark_missing_samples():
     cs = cells(2, 2)
     cs[3].util = None
-    fig = heatmap.utilization_heatmap(cs).to_plotly_json()
+    fig = to_json(heatmap.utilization_heatmap(cs))
     util, missing = fig["data"][1], fig["data"][0]
     assert util["text"] == [["42", "42"], ["free", ""]]
-    assert missing["z"] == [[None, None], [None, 1]]
-    assert "no current sample" in util["customdata"][1][1][1]
+    assert matrix(missing["z"]) == [[None, None], [None, 1]]
+    assert matrix(util["z"]) == [[42, 42], [42, None]]
+    assert "no current sample" in missing["hovertext"][1][1]
+    assert util["hovertext"][1][0] == "gpu-a0001 GPU 1, free"
     assert heatmap.utilization_heatmap([]) is None
 
 
 def test_per_gpu_chart_has_one_trace_per_gpu_and_capacity_lines():
     s = series({1: {"mem_used_mib": [1024.0, 2048.0]}, 2: {"mem_used_mib": [None, 4096.0]},
                 3: {"mem_used_mib": [None, None]}}, 2)
-    fig = timeseries.per_gpu_chart(
+    fig = to_json(timeseries.per_gpu_chart(
         s, "mem_used_mib", {1: "GPU 0", 2: "GPU 1", 3: "GPU 2"}, y_title="GiB",
         scale=timeseries.GIB_PER_MIB, capacities={1: 81920, 2: 81920},
-        capacity_label="capacity {:,.0f} GiB").to_plotly_json()
+        capacity_label="capacity {:,.0f} GiB"))
     assert [t["name"] for t in fig["data"]] == ["GPU 0", "GPU 1"]  # GPU 2 never reported
-    assert list(fig["data"][0]["y"]) == [1.0, 2.0]
+    assert values(fig["data"][0]["y"]) == [1.0, 2.0]
+    assert values(fig["data"][1]["y"]) == [None, 4.0]  # a gap stays a gap
     assert [s["y0"] for s in fig["layout"]["shapes"]] == [80.0]
     assert fig["layout"]["annotations"][0]["text"] == "capacity 80 GiB"
-    assert fig["data"][0]["x"][0] == "2026-11-22 12:00:00"  # server-local wall time (UTC)
+    # Evenly spaced buckets: the first one (server-local wall time, UTC here) and the step.
+    assert (fig["data"][0]["x0"], fig["data"][0]["dx"]) == ("2026-11-22 12:00:00", 10_000)
 
 
 def test_nothing_to_draw_is_none():
@@ -89,10 +98,10 @@ def test_activity_chart_puts_gpus_and_links_on_one_axis():
     s = series({}, 3)
     fig = timeseries.activity_chart(s, gpu_util=[10.0, 90.0, 12.0], gpu_sm=[None] * 3,
                                     nic_pct=[92.0, 3.0, 91.0], nvlink_pct=[None] * 3)
-    data = fig.to_plotly_json()["data"]
+    data = to_json(fig)["data"]
     assert [t["name"] for t in data] == ["NIC traffic, % of link capacity",
                                          "GPU utilization (mean over GPUs)"]
-    assert data[0]["x"] == data[1]["x"]
+    assert (data[0]["x0"], data[0]["dx"]) == (data[1]["x0"], data[1]["dx"])
     assert fig.layout.yaxis.range == (0, 102)
 
 
@@ -105,3 +114,9 @@ def test_jobs_timeline_clips_bars_to_the_range():
     assert list(bar["base"]) == ["2026-11-22 12:00:00"]
     assert list(bar["x"]) == [30 * 60 * 1000]
     assert list(bar["customdata"]) == [5]
+
+
+def test_many_gpus_share_a_chart_s_point_budget():
+    assert points_per_series(1) == 600 and points_per_series(8) == 600
+    assert points_per_series(32) == 500
+    assert points_per_series(1024) == 60

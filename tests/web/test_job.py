@@ -10,6 +10,7 @@ from clusterui.findings.models import Finding
 from clusterui.telemetry.models import GpuEvent
 from clusterui.telemetry.series import MAX_POINTS
 from tests.web import factories as f
+from tests.web.plotly_data import present, values
 
 pytestmark = pytest.mark.django_db
 
@@ -54,8 +55,8 @@ def test_one_utilization_trace_per_gpu_and_the_idle_one_shows(client_for, runnin
 
     util = charts["util"]["data"]
     assert [t["name"] for t in util] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
-    assert set(v for v in util[3]["y"] if v is not None) == {0.0}
-    assert max(v for v in util[0]["y"] if v is not None) == pytest.approx(90.0)
+    assert set(present(util[3]["y"])) == {0.0}
+    assert max(present(util[0]["y"])) == pytest.approx(90.0)
 
 
 def test_network_and_gpu_activity_share_one_time_axis(client_for, running_job):
@@ -65,11 +66,13 @@ def test_network_and_gpu_activity_share_one_time_axis(client_for, running_job):
     gpu = traces["GPU utilization (mean over GPUs)"]
     nic = traces["NIC traffic, % of link capacity"]
     nvlink = traces["NVLink traffic, % of capacity"]
-    assert gpu["x"] == nic["x"] == nvlink["x"]
+    axis = (gpu["x0"], gpu["dx"])
+    assert (nic["x0"], nic["dx"]) == (nvlink["x0"], nvlink["dx"]) == axis
+    assert len(values(gpu["y"])) == len(values(nic["y"])) == len(values(nvlink["y"]))
     # Two 50 GB/s links, each receiving 40 GB/s: 80 % of capacity.
-    assert max(v for v in nic["y"] if v is not None) == pytest.approx(80.0)
-    assert max(v for v in nvlink["y"] if v is not None) == pytest.approx(300 / 450 * 100, 0.01)
-    assert max(v for v in gpu["y"] if v is not None) == pytest.approx(67.5)  # (3 x 90 + 0) / 4
+    assert max(present(nic["y"])) == pytest.approx(80.0)
+    assert max(present(nvlink["y"])) == pytest.approx(300 / 450 * 100, 0.01)
+    assert max(present(gpu["y"])) == pytest.approx(67.5)  # (3 x 90 + 0) / 4
 
 
 def test_memory_and_power_charts_show_capacity_lines(client_for, running_job):
@@ -125,7 +128,7 @@ def test_a_week_long_job_is_read_at_a_coarser_step(client_for):
 
     assert response.context["view"].step == 1800
     for trace in response.context["charts"]["util"]["data"]:
-        assert len(trace["y"]) <= MAX_POINTS
+        assert len(values(trace["y"])) <= MAX_POINTS
 
 
 def test_a_preset_is_the_last_part_of_the_job(client_for, running_job):

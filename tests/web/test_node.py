@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from clusterui.telemetry.models import GpuEvent
 from tests.web import factories as f
+from tests.web.plotly_data import present
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +58,7 @@ def test_nic_throughput_is_drawn_against_capacity(client_for, busy_node):
 
     names = [t["name"] for t in network["data"]]
     assert names == ["mlx5_0:1 rx", "mlx5_0:1 tx", "mlx5_1:1 rx", "mlx5_1:1 tx"]
-    assert max(v for v in network["data"][0]["y"] if v is not None) == pytest.approx(200.0)  # 25 GB/s = 200 Gb/s
+    assert max(present(network["data"][0]["y"])) == pytest.approx(200.0)  # 25 GB/s = 200 Gb/s
     assert [s["y0"] for s in network["layout"]["shapes"]] == [pytest.approx(400.0)]
 
 

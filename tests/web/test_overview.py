@@ -9,6 +9,7 @@ from django.utils import timezone
 from clusterui.jobs.models import Job
 from clusterui.web.waste import wasted_gpu_hours_since
 from tests.web import factories as f
+from tests.web.plotly_data import matrix
 
 pytestmark = pytest.mark.django_db
 
@@ -56,8 +57,9 @@ def test_heatmap_cells_open_their_node(client_for):
 
     fig = heatmap(client_for("alice").get(reverse("home")))
 
-    util, _missing = fig["data"][1], fig["data"][0]
-    assert [[c[0] for c in row] for row in util["customdata"]] == [[a.pk, b.pk], [a.pk, b.pk]]
+    util = fig["data"][1]
+    assert matrix(util["customdata"]) == [[a.pk, b.pk], [a.pk, b.pk]]
+    assert util["hovertext"][1][1] == "gpu-a002 GPU 1, free"
     assert util["colorscale"][0][1] == "#440154"  # viridis: colour-blind safe
     assert fig["layout"]["xaxis"]["ticktext"] == ["gpu-a001", "gpu-a002"]
 
@@ -97,7 +99,7 @@ def test_a_large_cluster_wraps_into_bands(client_for):
 
     fig = heatmap(client_for("staff").get(reverse("home")))
 
-    rows = fig["data"][1]["z"]
+    rows = matrix(fig["data"][1]["z"])
     assert len(rows[0]) == 100  # nodes per band
     assert len(rows) == 2 + 1 + 2  # two bands of 2 GPUs and a blank row between
     assert fig["layout"]["yaxis"]["ticktext"][1].startswith("gpu-b100")

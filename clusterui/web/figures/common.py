@@ -1,8 +1,12 @@
 """What every chart shares: colours, layout, the time axis."""
 
 import datetime as dt
+import json
 
+import numpy as np
 from django.utils import timezone
+
+from clusterui.telemetry.series import MAX_POINTS
 
 # Okabe-Ito, colour-blind safe; its yellow is replaced by a dark grey that reads on white.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#555555",
@@ -11,6 +15,14 @@ INK = "#1d2330"
 MUTED = "#6b7385"
 GRID = "#e9ecf1"
 CAPACITY = "#b3261e"  # capacity and limit lines: dashed, labelled
+# A chart's points, all traces together: a 32-GPU job's per-GPU charts get coarser buckets
+# than a single node's, so that no page ships 100k points.
+POINTS_PER_CHART = 16_000
+
+
+def points_per_series(traces: int) -> int:
+    """How many buckets each of ``traces`` series may have in one chart."""
+    return max(60, min(MAX_POINTS, POINTS_PER_CHART // max(1, traces)))
 
 
 def color(i: int) -> str:
@@ -38,6 +50,8 @@ def layout(*, height: int = 260, y_title: str = "", y_range=None, show_legend: b
                   "gridcolor": GRID, "zeroline": False, "rangemode": "tozero"},
         # Live refreshes redraw with Plotly.react: a user's zoom survives them.
         "uirevision": "keep",
+        # Everything is styled here: no 7 KB default template in every chart's JSON.
+        "template": "none",
     }
     if y_range is not None:
         base["yaxis"]["range"] = list(y_range)
@@ -45,24 +59,31 @@ def layout(*, height: int = 260, y_title: str = "", y_range=None, show_legend: b
     return base
 
 
-def local_times(ts: list[dt.datetime]) -> list[str]:
-    """Bucket times as the server's local wall time (plotly.js has no time zones)."""
-    tz = timezone.get_current_timezone()
-    return [t.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S") for t in ts]
-
-
 def local_time(t: dt.datetime) -> str:
-    return local_times([t])[0]
+    """A time as the server's local wall time (plotly.js has no time zones)."""
+    return t.astimezone(timezone.get_current_timezone()).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def time_axis(series) -> dict:
+    """An aligned series' x: its first bucket and the step, not one date per point (the
+    buckets are evenly spaced; a local-time change such as DST inside the range shifts
+    the labels after it by that hour, never the data)."""
+    if not series.ts:
+        return {"x": []}
+    return {"x0": local_time(series.ts[0]), "dx": series.step * 1000}
 
 
 def has_values(values) -> bool:
     return any(v is not None for v in values)
 
 
-def scaled(values, factor: float) -> list[float | None]:
-    return [None if v is None else v * factor for v in values]
+def values_array(values, factor: float = 1.0):
+    """A series as a float32 array, gaps as NaN: Plotly ships it as compact binary
+    (``bdata``) instead of a list of numbers, and draws NaN as a gap."""
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float32) * factor
 
 
 def to_json(fig) -> dict:
-    """The figure as plain JSON for ``json_script`` (and ``Plotly.newPlot`` in charts.js)."""
-    return fig.to_plotly_json()
+    """The figure as plain JSON data for ``json_script`` (and ``Plotly.newPlot`` in
+    charts.js), through Plotly's own encoder: numeric arrays become typed-array ``bdata``."""
+    return json.loads(fig.to_json(validate=False))

@@ -2,11 +2,11 @@
 
 Nodes run along x and GPU indexes down y. A large cluster wraps into bands of
 ``BAND`` nodes, one under the other, so 1,000 nodes stay readable on one screen. Each
-cell's ``customdata`` is ``[node id, hover text]``: a click opens the node page
-(charts.js). A small cluster's cells also show their utilization, or "free" for a GPU
-no job holds.
+cell's ``customdata`` is its node's id: a click opens the node page (charts.js). A small
+cluster's cells also show their utilization, or "free" for a GPU no job holds.
 """
 
+import numpy as np
 import plotly.graph_objects as go
 
 from clusterui.web.colors import PLOTLY_SCALE
@@ -24,17 +24,14 @@ def _label(cell) -> str:
 
 
 def _hover(cell) -> str:
-    head = f"<b>{cell.node}</b> · GPU {cell.index}"
+    """Who the cell is (its utilization comes from z). Short and ASCII: a 1,000-node
+    cluster ships 8,000 of them."""
+    head = f"{cell.node} GPU {cell.index}"
     if cell.util is None:
-        return f"{head}<br>no current sample"
-    sm = "" if cell.sm_active is None else f" · SM {cell.sm_active:.0f} %"
+        return f"{head}: no current sample"
     if cell.job_label:
-        job = f"<br>job {cell.job_label}"
-    elif cell.allocated:
-        job = "<br>allocated"
-    else:
-        job = "<br>free"
-    return f"{head}<br>util {cell.util:.0f} %{sm}{job}"
+        return f"{head}, job {cell.job_label}"
+    return f"{head}, {'allocated' if cell.allocated else 'free'}"
 
 
 def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
@@ -53,55 +50,52 @@ def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
     bands = [nodes[i:i + width] for i in range(0, len(nodes), width)]
     rows_per_band = gpus + (1 if len(bands) > 1 else 0)  # a blank row between bands
 
-    z, missing, text, custom = [], [], [], []
+    # One matrix row per GPU index per band, plus a blank row between bands; NaN where
+    # there is no cell. Numeric matrices travel as compact binary (bdata).
+    rows = len(bands) * rows_per_band - (1 if len(bands) > 1 else 0)
+    z = np.full((rows, width), np.nan, dtype=np.float32)
+    missing = np.full((rows, width), np.nan, dtype=np.float32)
+    node_ids = np.full((rows, width), np.nan, dtype=np.float32)
+    text = np.full((rows, width), "", dtype=object)
+    hover = np.full((rows, width), "", dtype=object)  # cells with a sample
+    hover_missing = np.full((rows, width), "", dtype=object)  # cells without
     tickvals, ticktext = [], []
     for b, members in enumerate(bands):
-        for g in range(gpus):
-            zr, mr, tr, cr = [], [], [], []
-            for col in range(width):
-                cell = by_node[members[col][0]].get(g) if col < len(members) else None
-                if cell is None:  # the last band's unused columns
-                    zr.append(None)
-                    mr.append(None)
-                    tr.append("")
-                    cr.append(None)
-                    continue
-                zr.append(None if cell.util is None else round(cell.util, 1))
-                mr.append(1 if cell.util is None else None)
-                tr.append(_label(cell))
-                cr.append([cell.node_id, _hover(cell)])
-            z.append(zr)
-            missing.append(mr)
-            text.append(tr)
-            custom.append(cr)
+        for col, (node_id, _name) in enumerate(members):
+            for g, cell in by_node[node_id].items():
+                r = b * rows_per_band + g
+                node_ids[r, col] = node_id
+                text[r, col] = _label(cell)
+                if cell.util is None:
+                    missing[r, col] = 1
+                    hover_missing[r, col] = _hover(cell)
+                else:
+                    z[r, col] = cell.util
+                    hover[r, col] = _hover(cell)
         if len(bands) > 1:
             tickvals.append(b * rows_per_band + (gpus - 1) / 2)
             ticktext.append(f"{members[0][1]} –<br>{members[-1][1]}")
-            if b < len(bands) - 1:
-                z.append([None] * width)
-                missing.append([None] * width)
-                text.append([""] * width)
-                custom.append([None] * width)
     if len(bands) == 1:
         tickvals = list(range(gpus))
         ticktext = [f"GPU {g}" for g in range(gpus)]
 
     single = len(bands) == 1
-    common = {"customdata": custom, "hovertemplate": "%{customdata[1]}<extra></extra>",
+    common = {"customdata": node_ids, "hoverongaps": False, "showscale": False,
               "xgap": 2 if single else 1, "ygap": 2 if single else 1}
-    if single:
-        common.update(text=text, texttemplate="%{text}", textfont={"size": 11})
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(
-        z=missing, colorscale=[[0, NO_DATA], [1, NO_DATA]], showscale=False, zmin=0, zmax=1,
-        name="no data", **common))
-    fig.add_trace(go.Heatmap(
-        z=z, colorscale=PLOTLY_SCALE, zmin=0, zmax=100, name="utilization",
-        showscale=False,  # the card's legend explains the scale and "no data"
-        **common))
+    labels = {"text": text, "texttemplate": "%{text}", "textfont": {"size": 11}} if single else {}
+    traces = [
+        {"type": "heatmap", "z": missing, "colorscale": [[0, NO_DATA], [1, NO_DATA]],
+         "zmin": 0, "zmax": 1, "name": "no data", "hovertext": hover_missing,
+         "hovertemplate": "%{hovertext}<extra></extra>", **common},
+        # No colour bar: the card's legend explains the scale and "no data".
+        {"type": "heatmap", "z": z, "colorscale": PLOTLY_SCALE, "zmin": 0, "zmax": 100,
+         "name": "utilization", "hovertext": hover,
+         "hovertemplate": "%{hovertext}<br>utilization <b>%{z:.0f} %</b><extra></extra>",
+         **common, **labels},
+    ]
     row_px = 30 if single else 11
-    height = max(160, row_px * len(z) + (90 if single else 30))
-    fig.update_layout(
+    height = max(160, row_px * rows + (90 if single else 30))
+    return go.Figure(data=traces, layout=dict(
         height=height,
         margin={"l": 92 if not single else 56, "r": 10, "t": 6, "b": 70 if single else 10},
         paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
@@ -115,5 +109,5 @@ def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
                "fixedrange": True, "tickvals": tickvals, "ticktext": ticktext,
                "tickfont": {"size": 11, "color": MUTED}},
         uirevision="keep",
-    )
-    return fig
+        template="none",
+    ))

@@ -1,6 +1,10 @@
 """Time-series charts for the node and job pages, from ``clusterui.telemetry.series``
 data. Each function returns a figure, or None when there is nothing to draw (the page
-then says why instead of showing an empty frame)."""
+then says why instead of showing an empty frame).
+
+Traces and layout are assembled as plain dicts and validated once by ``go.Figure``:
+adding traces and lines one by one costs Plotly several times more.
+"""
 
 import plotly.graph_objects as go
 
@@ -11,8 +15,8 @@ from clusterui.web.figures.common import (
     has_values,
     layout,
     local_time,
-    local_times,
-    scaled,
+    time_axis,
+    values_array,
 )
 
 PCT_RANGE = (0, 102)
@@ -20,11 +24,24 @@ GIB_PER_MIB = 1 / 1024
 GBIT_PER_BYTE = 8 / 1e9
 
 
-def _capacity_line(fig, value: float, label: str) -> None:
-    """A dashed horizontal line, labelled, at a capacity or limit."""
-    fig.add_hline(y=value, line={"color": CAPACITY, "width": 1.2, "dash": "dash"},
-                  annotation={"text": label, "font": {"size": 10, "color": CAPACITY},
-                              "xanchor": "left", "x": 0, "yanchor": "bottom"})
+def capacity_lines(lines: list[tuple[float, str]]) -> dict:
+    """Dashed, labelled horizontal lines at capacities or limits: layout shapes and
+    annotations."""
+    return {
+        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": y,
+                    "y1": y, "line": {"color": CAPACITY, "width": 1.2, "dash": "dash"}}
+                   for y, _ in lines],
+        "annotations": [{"text": text, "xref": "paper", "x": 0, "xanchor": "left", "yref": "y",
+                         "y": y, "yanchor": "bottom", "showarrow": False,
+                         "font": {"size": 10, "color": CAPACITY}} for y, text in lines],
+    }
+
+
+def _line(axis: dict, values, name: str, colour: str, *, width=1.6, dash="solid",
+          hover="%{y:.0f}", **extra) -> dict:
+    return {"type": "scatter", "mode": "lines", **axis, "y": values_array(values), "name": name,
+            "line": {"width": width, "color": colour, "dash": dash}, "hovertemplate": hover,
+            **extra}
 
 
 def per_gpu_chart(series, metric: str, labels: dict[int, str], *, y_title: str,
@@ -34,82 +51,68 @@ def per_gpu_chart(series, metric: str, labels: dict[int, str], *, y_title: str,
     """One trace per GPU (``labels``: gpu id -> name, in display order); optional dashed
     lines at the GPUs' capacity (memory size, power limit), one per distinct value,
     labelled by ``capacity_label`` (a format string)."""
-    x = local_times(series.ts)
-    fig = go.Figure()
-    drawn = False
+    axis = time_axis(series)
+    traces = []
     for i, (gpu_id, label) in enumerate(labels.items()):
         values = series.values.get(gpu_id, {}).get(metric, [])
-        if not has_values(values):
-            continue
-        drawn = True
-        fig.add_trace(go.Scatter(
-            x=x, y=scaled(values, scale), name=label, mode="lines",
-            line={"width": 1.6, "color": color(i)}, connectgaps=False,
-            hovertemplate=f"%{{y:{hover_format}}}",
-        ))
-    if not drawn:
+        if has_values(values):
+            trace = _line(axis, values, label, color(i), hover=f"%{{y:{hover_format}}}")
+            trace["y"] = trace["y"] * scale
+            traces.append(trace)
+    if not traces:
         return None
-    for value in sorted({v * scale for v in (capacities or {}).values() if v}):
-        _capacity_line(fig, value, capacity_label.format(value))
-    fig.update_layout(**layout(y_title=y_title, y_range=y_range,
-                               show_legend=len(labels) > 1))
-    return fig
+    lines = [(v, capacity_label.format(v))
+             for v in sorted({c * scale for c in (capacities or {}).values() if c})]
+    return go.Figure(data=traces, layout=layout(
+        y_title=y_title, y_range=y_range, show_legend=len(labels) > 1, **capacity_lines(lines)))
 
 
 def nic_throughput_chart(series, nics) -> go.Figure | None:
     """Receive (solid) and transmit (dotted) per NIC in Gb/s, against each link's
     capacity (dashed)."""
-    x = local_times(series.ts)
-    fig = go.Figure()
-    drawn = False
+    axis = time_axis(series)
+    traces = []
     for i, nic in enumerate(nics):
         row = series.values.get(nic.id, {})
         for metric, dash, word in (("rx_bytes_per_s", "solid", "rx"),
                                    ("tx_bytes_per_s", "dot", "tx")):
             values = row.get(metric, [])
-            if not has_values(values):
-                continue
-            drawn = True
-            fig.add_trace(go.Scatter(
-                x=x, y=scaled(values, GBIT_PER_BYTE), name=f"{nic.name} {word}", mode="lines",
-                line={"width": 1.5, "color": color(i), "dash": dash},
-                legendgroup=nic.name, hovertemplate="%{y:.1f} Gb/s"))
-    if not drawn:
+            if has_values(values):
+                trace = _line(axis, values, f"{nic.name} {word}", color(i), width=1.5, dash=dash,
+                              hover="%{y:.1f} Gb/s", legendgroup=nic.name)
+                trace["y"] = trace["y"] * GBIT_PER_BYTE
+                traces.append(trace)
+    if not traces:
         return None
+    lines = []
     for cap in sorted({n.link_bytes_per_s for n in nics if n.link_bytes_per_s}):
         names = [n.name for n in nics if n.link_bytes_per_s == cap]
         who = names[0] if len(names) == 1 else f"{len(names)} links"
-        _capacity_line(fig, cap * GBIT_PER_BYTE,
-                       f"capacity {cap * GBIT_PER_BYTE:,.0f} Gb/s ({who})")
-    fig.update_layout(**layout(y_title="Gb/s"))
-    return fig
+        lines.append((cap * GBIT_PER_BYTE,
+                      f"capacity {cap * GBIT_PER_BYTE:,.0f} Gb/s ({who})"))
+    return go.Figure(data=traces, layout=layout(y_title="Gb/s", **capacity_lines(lines)))
 
 
 def activity_chart(series, *, gpu_util, gpu_sm, nic_pct, nvlink_pct) -> go.Figure | None:
     """GPU activity and link traffic on one time axis and one 0-100 % scale: a
     communication-bound run shows its GPUs low while its links run near capacity."""
-    x = local_times(series.ts)
-    fig = go.Figure()
-    traces = (
-        (nic_pct, "NIC traffic, % of link capacity", "#D55E00", "tozeroy", "solid"),
-        (nvlink_pct, "NVLink traffic, % of capacity", "#CC79A7", "tozeroy", "solid"),
-        (gpu_util, "GPU utilization (mean over GPUs)", "#0072B2", None, "solid"),
-        (gpu_sm, "SM activity (mean over GPUs)", "#009E73", None, "dot"),
-    )
-    for values, name, colour, fill, dash in traces:
+    axis = time_axis(series)
+    traces = []
+    for values, name, colour, fill, dash in (
+        (nic_pct, "NIC traffic, % of link capacity", "#D55E00", True, "solid"),
+        (nvlink_pct, "NVLink traffic, % of capacity", "#CC79A7", True, "solid"),
+        (gpu_util, "GPU utilization (mean over GPUs)", "#0072B2", False, "solid"),
+        (gpu_sm, "SM activity (mean over GPUs)", "#009E73", False, "dot"),
+    ):
         if not has_values(values):
             continue
-        trace = {"x": x, "y": values, "name": name, "mode": "lines",
-                 "line": {"width": 2 if fill is None else 1.2, "color": colour, "dash": dash},
-                 "hovertemplate": "%{y:.0f} %"}
-        if fill:
-            trace.update(fill=fill, opacity=0.5)
-        fig.add_trace(go.Scatter(**trace))
-    if not fig.data:
+        extra = {"fill": "tozeroy", "opacity": 0.5} if fill else {}
+        traces.append(_line(axis, values, name, colour, width=1.2 if fill else 2, dash=dash,
+                            hover="%{y:.0f} %", **extra))
+    if not traces:
         return None
-    fig.update_layout(**layout(height=300, y_title="% (busy or of capacity)",
-                               y_range=PCT_RANGE))
-    return fig
+    return go.Figure(data=traces, layout=layout(height=300, y_title="% (busy or of capacity)",
+                                                y_range=PCT_RANGE))
 
 
 def host_cpu_chart(series, job_id: int, *, cpus_per_node: float | None) -> go.Figure | None:
@@ -118,28 +121,24 @@ def host_cpu_chart(series, job_id: int, *, cpus_per_node: float | None) -> go.Fi
     values = series.values.get(job_id, {}).get("cpu_cores_used", [])
     if not has_values(values):
         return None
-    fig = go.Figure(go.Scatter(
-        x=local_times(series.ts), y=values, name="cores used (mean per node)", mode="lines",
-        line={"width": 1.8, "color": "#0072B2"}, fill="tozeroy", fillcolor="rgba(0,114,178,.12)",
-        hovertemplate="%{y:.1f} cores"))
-    if cpus_per_node:
-        _capacity_line(fig, cpus_per_node, f"allocated {cpus_per_node:g} cores per node")
-    fig.update_layout(**layout(y_title="CPU cores", show_legend=False))
-    return fig
+    trace = _line(time_axis(series), values, "cores used (mean per node)", "#0072B2", width=1.8,
+                  hover="%{y:.1f} cores", fill="tozeroy", fillcolor="rgba(0,114,178,.12)")
+    lines = [(cpus_per_node, f"allocated {cpus_per_node:g} cores per node")] if cpus_per_node \
+        else []
+    return go.Figure(data=[trace], layout=layout(y_title="CPU cores", show_legend=False,
+                                                 **capacity_lines(lines)))
 
 
 def jobs_timeline(allocations, start, end) -> go.Figure | None:
     """The jobs on a node over time, one row per GPU (a Gantt chart). ``allocations``:
-    dicts with job_id, label, user, gpu_index, start, end (datetimes), in any order."""
-    if not allocations:
-        return None
-    fig = go.Figure()
+    dicts with job_id, label, user, name, gpu_index, start, end (datetimes), running."""
     by_job: dict[int, list[dict]] = {}
     for a in allocations:
         by_job.setdefault(a["job_id"], []).append(a)
     rows = sorted({a["gpu_index"] for a in allocations})
-    for i, (job_id, items) in enumerate(sorted(by_job.items(),
-                                               key=lambda kv: min(a["start"] for a in kv[1]))):
+    traces = []
+    ordered = sorted(by_job.items(), key=lambda kv: min(a["start"] for a in kv[1]))
+    for i, (job_id, items) in enumerate(ordered):
         bases, lengths, ys, hover = [], [], [], []
         for a in items:
             s, e = max(a["start"], start), min(a["end"], end)
@@ -148,25 +147,25 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
             bases.append(local_time(s))
             lengths.append((e - s).total_seconds() * 1000)
             ys.append(f"GPU {a['gpu_index']}")
+            until = "running" if a["running"] else local_time(a["end"])[:16]
             hover.append(f"<b>job {a['label']}</b> · {a['user']}<br>{a['name']}<br>"
-                         f"{local_time(a['start'])[:16]} → "
-                         f"{'running' if a['running'] else local_time(a['end'])[:16]}")
+                         f"{local_time(a['start'])[:16]} → {until}")
         if not bases:
             continue
-        fig.add_trace(go.Bar(
-            base=bases, x=lengths, y=ys, orientation="h", name=f"job {items[0]['label']}",
-            marker={"color": color(i), "line": {"width": 0}}, text=[items[0]["label"]] * len(ys),
-            textposition="inside", insidetextanchor="start", textfont={"color": "#fff"},
-            customdata=[job_id] * len(ys), hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
-        ))
-    if not fig.data:
+        traces.append({
+            "type": "bar", "orientation": "h", "base": bases, "x": lengths, "y": ys,
+            "name": f"job {items[0]['label']}", "marker": {"color": color(i), "line": {"width": 0}},
+            "text": [items[0]["label"]] * len(ys), "textposition": "inside",
+            "insidetextanchor": "start", "textfont": {"color": "#fff"},
+            "customdata": [job_id] * len(ys), "hovertext": hover,
+            "hovertemplate": "%{hovertext}<extra></extra>",
+        })
+    if not traces:
         return None
-    fig.update_layout(**layout(
-        height=max(150, 34 * len(rows) + 60), show_legend=False, barmode="overlay", bargap=0.25,
-        hovermode="closest",
-        yaxis={"categoryorder": "array", "categoryarray": [f"GPU {g}" for g in rows],
-               "autorange": "reversed", "gridcolor": "rgba(0,0,0,0)",
-               "tickfont": {"color": MUTED}},
-    ))
-    fig.update_xaxes(type="date", range=[local_time(start), local_time(end)])
-    return fig
+    base = layout(height=max(150, 34 * len(rows) + 60), show_legend=False, barmode="overlay",
+                  bargap=0.25, hovermode="closest",
+                  yaxis={"categoryorder": "array", "categoryarray": [f"GPU {g}" for g in rows],
+                         "autorange": "reversed", "gridcolor": "rgba(0,0,0,0)",
+                         "tickfont": {"color": MUTED}})
+    base["xaxis"] = {**base["xaxis"], "range": [local_time(start), local_time(end)]}
+    return go.Figure(data=traces, layout=base)

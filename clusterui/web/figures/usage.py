@@ -14,15 +14,15 @@ def usage_bars(rows, *, top: int = 15) -> go.Figure | None:
     if not rows:
         return None
     names = [r["name"] for r in rows]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(
-        y=names, x=[r["used_gpu_hours"] for r in rows], name="used", orientation="h",
-        marker={"color": USED}, hovertemplate="%{y}: %{x:,.1f} GPU-h used<extra></extra>"))
-    fig.add_trace(go.Bar(
-        y=names, x=[r["wasted_gpu_hours"] for r in rows], name="wasted", orientation="h",
-        marker={"color": WASTED, "pattern": {"shape": "/", "fgcolor": "#8a5a00", "size": 6}},
-        hovertemplate="%{y}: %{x:,.1f} GPU-h wasted<extra></extra>"))
-    fig.update_layout(**layout(
+    used = {"type": "bar", "y": names, "x": [r["used_gpu_hours"] for r in rows], "name": "used",
+            "orientation": "h", "marker": {"color": USED},
+            "hovertemplate": "%{y}: %{x:,.1f} GPU-h used<extra></extra>"}
+    wasted = {"type": "bar", "y": names, "x": [r["wasted_gpu_hours"] for r in rows],
+              "name": "wasted", "orientation": "h",
+              "marker": {"color": WASTED, "pattern": {"shape": "/", "fgcolor": "#8a5a00",
+                                                      "size": 6}},
+              "hovertemplate": "%{y}: %{x:,.1f} GPU-h wasted<extra></extra>"}
+    return go.Figure(data=[used, wasted], layout=layout(
         height=max(160, 26 * len(rows) + 70), barmode="stack", hovermode="closest",
         legend={"orientation": "h", "x": 0, "y": -0.2, "traceorder": "normal"},
         xaxis={"title": {"text": "GPU-hours", "font": {"size": 11, "color": MUTED}},
@@ -30,4 +30,3 @@ def usage_bars(rows, *, top: int = 15) -> go.Figure | None:
         yaxis={"autorange": "reversed", "tickfont": {"size": 12}},
         margin={"l": 90, "r": 16, "t": 10, "b": 60},
     ))
-    return fig
