@@ -99,3 +99,20 @@ def queue_depth() -> dict:
     except redis.exceptions.RedisError as exc:
         return {"queued": None, "reserved": None, "dead_letters": None,
                 "error": f"broker unreachable: {exc}"}
+
+
+def batches_by_key(since: dt.datetime) -> list[dict]:
+    """Batches per cluster and signing key: a key rotation is done when the old key's
+    count falls to zero."""
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT c.name, b.key_id, count(*), count(DISTINCT b.node_id), max(b.received_at)
+            FROM ingest_ingestbatch b JOIN inventory_node n ON n.id = b.node_id
+            JOIN inventory_cluster c ON c.id = n.cluster_id
+            WHERE b.received_at >= %s GROUP BY 1, 2 ORDER BY 1, 2
+            """,
+            [since],
+        )
+        return [{"cluster": c, "key_id": k, "batches": b, "nodes": n, "last": last}
+                for c, k, b, n, last in cur.fetchall()]

@@ -25,6 +25,8 @@ class IngestBatch(models.Model):
     # {"<reason>": "row 12: got 140.0"}: one example per reason, to act on.
     rejected_examples = models.JSONField(default=dict, blank=True)
     spool_dropped = models.IntegerField(default=0, help_text="Batches the collector's full spool dropped")
+    # The ingest key that signed the batch (empty when unsigned): shows key rotation progress.
+    key_id = models.CharField(max_length=64, blank=True)
 
     class Meta:
         constraints = [

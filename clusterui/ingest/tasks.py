@@ -38,6 +38,9 @@ def ingest_envelope(envelope):
     except BatchRejected as exc:
         record_rejection(envelope, exc.reason)
         return None
+    signature = envelope.get("signature")
+    if isinstance(signature, dict) and isinstance(signature.get("key_id"), str):
+        batch.key_id = signature["key_id"][:64]  # verified above when the cluster has keys
     return store_batch(batch)
 
 

@@ -52,6 +52,7 @@ class Batch:
     nic_rows: list[tuple] = field(default_factory=list)  # (ts, nic_index, *NIC metrics)
     job_rows: list[tuple] = field(default_factory=list)  # (ts, job_id, *JOB metrics)
     events: list[dict] = field(default_factory=list)
+    key_id: str = ""  # set by the signature check, stored for key-rotation progress
     rejected: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 

@@ -23,6 +23,7 @@ def ingest_health(request):
         "rejected": health.rejected_by_reason(day_ago),
         "recent_refusals": RejectedBatch.objects.all()[:10],
         "spool_drops": health.spool_drops(day_ago),
+        "keys": health.batches_by_key(now - dt.timedelta(hours=1)),
         "silent": [{"node": n, "silent_for": now - n.last_seen} for n in silent_nodes(now)],
         "silent_after_s": settings.NODE_SILENT_AFTER_S,
         "refresh_s": 15,

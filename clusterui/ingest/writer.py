@@ -92,8 +92,8 @@ def _store(batch: Batch, stamps: list[float], received_at: dt.datetime) -> Store
             INSERT INTO ingest_ingestbatch
                 (node_id, boot_id, seq, sent_at, received_at, first_ts, last_ts,
                  gpu_samples, nic_samples, job_samples, events, rejected,
-                 rejected_reasons, rejected_examples, spool_dropped)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                 rejected_reasons, rejected_examples, spool_dropped, key_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT ON CONSTRAINT ingest_batch_key DO NOTHING
             RETURNING id
             """,
@@ -102,7 +102,7 @@ def _store(batch: Batch, stamps: list[float], received_at: dt.datetime) -> Store
                 _dt(first_ts), _dt(last_ts), len(batch.gpu_rows), len(batch.nic_rows),
                 len(batch.job_rows), len(batch.events), batch.rejected_total,
                 psycopg.types.json.Jsonb(dict(batch.rejected)),
-                psycopg.types.json.Jsonb(batch.examples), batch.spool_dropped,
+                psycopg.types.json.Jsonb(batch.examples), batch.spool_dropped, batch.key_id,
             ),
         )
         row = cur.fetchone()

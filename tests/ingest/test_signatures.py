@@ -60,7 +60,8 @@ def test_rotating_a_key_accepts_both_until_the_old_one_is_revoked():
     old.save()
     forget_keys()  # workers re-read keys within 30 s; the test does not wait
     assert ingest_envelope(signing.sign(node_batch(seq=3), "test-1", SECRET)) is None
-    assert sorted(IngestBatch.objects.values_list("seq", flat=True)) == [1, 2]
+    assert sorted(IngestBatch.objects.values_list("seq", "key_id")) == [(1, "test-1"),
+                                                                         (2, "test-2")]
 
 
 @pytest.mark.django_db
