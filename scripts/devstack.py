@@ -211,9 +211,9 @@ def demo(args) -> None:
         # Alert emails go to a local SMTP sink whose Maildir the web UI shows at /demo/mail/.
         EMAIL_URL=f"smtp://127.0.0.1:{args.smtp_port}", DEMO_MAILBOX_DIR=str(VAR / "mail"),
         ADMIN_EMAILS=env.get("ADMIN_EMAILS", "admin@localhost"),
-        # The admins' digest at the first check of the day, a couple of minutes in.
+        # The admins' digest at the first check of the day, once the detectors caught up.
         ALERT_DIGEST_HOUR=env.get("ALERT_DIGEST_HOUR", "0"),
-        BEAT_DIGEST_S=env.get("BEAT_DIGEST_S", "120"),
+        BEAT_DIGEST_S=env.get("BEAT_DIGEST_S", "300"),
     )
     say("applying database migrations")
     manage(env, "migrate", "--no-input", "-v", "0")
@@ -241,7 +241,8 @@ def demo(args) -> None:
         "--seed", str(args.seed), "--interval", str(args.interval), "--flush",
         str(args.interval), "--broker-url", env["CELERY_BROKER_URL"], "--cluster", "demo",
         "--root", str(VAR / "sim"), "--spool-dir", str(VAR / "spool"),
-        "--backfill", str(args.backfill), "--ingest-key-id", "demo-sim"],
+        "--backfill", str(args.backfill), "--backfill-flush", "120",
+        "--ingest-key-id", "demo-sim"],
         {**env, "CLUSTERUI_INGEST_KEY": ingest_key})
     wait_port("127.0.0.1", args.port, "the web server")
     say("")

@@ -126,8 +126,7 @@ def evidence_rows(evidence) -> list[tuple[str, str]]:
     if not isinstance(evidence, dict):
         return []
     rows = []
-    # jsonb keeps no key order: sort, so the same evidence always reads the same way.
-    for key, value in sorted(evidence.items()):
+    for key, value in evidence.items():
         stem, unit = str(key), ""
         if isinstance(value, dict) or stem.endswith("_bits"):
             continue  # breakdowns and bit masks belong on the job page, not in an email
@@ -147,9 +146,8 @@ def evidence_rows(evidence) -> list[tuple[str, str]]:
         label = " ".join(words).replace("GPU hours", "GPU-hours")
         label = label[:1].upper() + label[1:]
         rows.append((label, _value(value, unit)))
-        if len(rows) == MAX_EVIDENCE_ROWS:
-            break
-    return rows
+    # jsonb keeps no key order: sort by label, so the same evidence always reads the same way.
+    return sorted(rows, key=lambda row: row[0].lower())[:MAX_EVIDENCE_ROWS]
 
 
 def _gpu_list(items: list) -> str | None:

@@ -48,6 +48,7 @@ def _preferences_page(request, address, offered, *, status=200, error=""):
         "recent": recent,
         "daily_limit": settings.ALERT_DAILY_LIMIT,
         "window": window.describe(),
+        "window_restricted": window.restricted(),
         "min_severity": settings.ALERT_MIN_SEVERITY,
         "error": error,
     }, status=status)

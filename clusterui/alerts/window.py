@@ -24,6 +24,10 @@ def in_quiet_hours(t: dt.time) -> bool:
     return t >= start or t < end  # the window spans midnight
 
 
+def restricted() -> bool:
+    return settings.ALERT_QUIET_HOURS is not None or len(settings.ALERT_WEEKDAYS) < 7
+
+
 def describe() -> str:
     """The window in words, for the preferences page and the docs."""
     days = sorted(settings.ALERT_WEEKDAYS)

@@ -29,7 +29,7 @@ def test_it_shows_the_address_the_kinds_and_the_limits(client, cast, settings,
     assert 'value="idle_gpu">' in page  # off: unticked
     assert 'value="digest"' not in page  # not an admin
     assert "At most <strong>7</strong> alert emails per person a day" in page
-    assert "every day, at any hour (UTC)" in page
+    assert "Emails go out every day, at any hour (UTC).</li>" in page
 
 
 def test_turning_a_kind_off_stops_its_emails(client, cast, smtp):
@@ -86,3 +86,14 @@ def test_staff_can_turn_the_digest_off(client, cast):
     assert ("ops@example.org", "digest") in set(
         OptOut.objects.values_list("address", "category"))
     assert not AlertEmail.objects.exists()
+
+
+def test_the_sending_window_is_stated(client, cast, settings):
+    import datetime as dt
+
+    settings.ALERT_QUIET_HOURS = (dt.time(20), dt.time(8))
+    settings.ALERT_WEEKDAYS = frozenset(range(5))
+    client.force_login(cast["owner"])
+    page = client.get(URL).content.decode()
+    assert ("Emails go out Mon, Tue, Wed, Thu, Fri; quiet from 20:00 to 08:00 (UTC). Outside "
+            "that window they wait; none is dropped.") in page
