@@ -357,6 +357,9 @@ def _parse_args(argv):
     p.add_argument("--spool-max-bytes", type=int, default=64 * 1024 * 1024)
     p.add_argument("--backfill", type=float, default=0.0,
                    help="first generate this many seconds of history, as fast as possible")  # fmt: skip
+    p.add_argument("--backfill-flush", type=float, default=None,
+                   help="seconds between batches while back-filling (default: --flush); "
+                        "larger batches load history faster")  # fmt: skip
     p.add_argument("--duration", type=float, default=0.0,
                    help="seconds to run in real time after the backfill (0: forever)")  # fmt: skip
     p.add_argument("--ingest-key-id", default=os.environ.get("CLUSTERUI_INGEST_KEY_ID", ""),
@@ -456,7 +459,12 @@ def main(argv=None) -> int:
         file=sys.stderr,
     )
     t = first
-    next_flush = first + args.flush
+    backfill_flush = max(args.flush, args.backfill_flush or args.flush)
+
+    def flush_period(t: float) -> float:
+        return backfill_flush if t < launched - args.interval else args.flush
+
+    next_flush = first + flush_period(first)
     next_report = time.monotonic() + 60
     try:
         while not stop.is_set() and t <= stop_at:
@@ -464,9 +472,10 @@ def main(argv=None) -> int:
             if wait > 0 and stop.wait(wait):
                 break
             sim.step(t)
-            if t >= next_flush:
+            # Flush when due, and at once when back-fill ends (its longer period no longer applies).
+            if t >= next_flush or next_flush - t > flush_period(t):
                 out.send(sim.flush())
-                next_flush = t + args.flush
+                next_flush = t + flush_period(t)
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + 60
                 _report(sim, out, t)
