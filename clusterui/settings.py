@@ -224,6 +224,8 @@ DETECTOR_FINAL_LOOKBACK_S = env_int("DETECTOR_FINAL_LOOKBACK_S", 86400, minimum=
 # A pass adds at most this many sampling intervals of a job's backlog (1 h at 10 s), so a
 # pass after a long outage stays bounded; the backlog drains over the following passes.
 DETECTOR_MAX_SAMPLES_PER_PASS = env_int("DETECTOR_MAX_SAMPLES_PER_PASS", 360, minimum=60)
+# An open finding closes once its condition has been gone this long (no flapping).
+DETECTOR_CLOSE_AFTER_S = env_int("DETECTOR_CLOSE_AFTER_S", 600, minimum=0, maximum=86400)
 DETECTOR_LOW_UTIL_PCT = env_float("DETECTOR_LOW_UTIL_PCT", 25.0, minimum=0, maximum=100)
 DETECTOR_IDLE_GPU_PCT = env_float("DETECTOR_IDLE_GPU_PCT", 5.0, minimum=0, maximum=100)
 DETECTOR_WORKING_GPU_PCT = env_float("DETECTOR_WORKING_GPU_PCT", 25.0, minimum=0, maximum=100)

@@ -4,7 +4,9 @@ At most one open finding per job and kind (per node and kind for node findings):
 partial unique constraints enforce it, and the pass, which holds an advisory lock, keeps to
 it by loading the open findings of all the jobs it judged in one query. A finding's
 severity only rises while it is open (the worst seen), so an escalation is emailed once
-and a finding never quietly downgrades.
+and a finding never quietly downgrades. A finding closes once its condition has been gone
+for ``close_after_s`` of data (``DETECTOR_CLOSE_AFTER_S``): a job hovering at a threshold
+keeps one finding instead of a new one, and a new email, every few minutes.
 """
 
 import datetime as dt
@@ -42,7 +44,8 @@ def _key(job_id, node_id, kind):
     return ("job", job_id, kind) if job_id is not None else ("node", node_id, kind)
 
 
-def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int]) -> Counts:
+def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: float = 0.0
+          ) -> Counts:
     """Open, update and close findings for ``verdicts``; ``gpu_nodes`` maps gpu -> node."""
     counts = Counts()
     job_ids = [v.job_id for v in verdicts if v.job_id is not None]
@@ -61,7 +64,8 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int]) -> Counts:
             found = open_now.get(_key(v.job_id, v.node_id, kind))
             decided = v.decisions.get(kind)
             if decided is None:
-                if found is not None:
+                if found is not None and (v.end - found.last_seen).total_seconds() >= (
+                        close_after_s):
                     found.state, found.closed_at = FindingState.CLOSED, v.end
                     closes.append(found)
                 continue

@@ -20,8 +20,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 
-from django.db import connection
-
+from clusterui.findings import bulk
 from clusterui.findings.thresholds import REAL_THROTTLE_BITS, SLICE_S, Thresholds
 
 ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
@@ -70,9 +69,15 @@ raw AS MATERIALIZED (
            COALESCE(s.throttle_reasons, 0) & %(idle)s <> 0 AS idle,
            s.sm_clock_mhz AS clock
     FROM w
-    JOIN telemetry_gpusample s
-      ON s.gpu_id = w.gpu_id AND s.ts > w.t0 AND s.ts <= w.t1 AND s.job_id = w.job_id
-    WHERE s.ts > %(lo)s AND s.ts <= %(hi)s
+    -- LATERAL with OFFSET 0 (which keeps the planner from flattening it into a join): one
+    -- index range scan on (gpu_id, ts) per GPU. As a plain join the planner misjudges the
+    -- arrays' sizes and scans the whole day's partition.
+    CROSS JOIN LATERAL (
+        SELECT * FROM telemetry_gpusample s
+        WHERE s.gpu_id = w.gpu_id AND s.ts > w.t0 AND s.ts <= w.t1 AND s.job_id = w.job_id
+          AND s.ts > %(lo)s AND s.ts <= %(hi)s
+        OFFSET 0
+    ) s
     WINDOW g AS (PARTITION BY w.job_id, w.gpu_id ORDER BY s.ts)
 ),
 slices AS (
@@ -167,7 +172,7 @@ def add_gpu_samples(work: list[Work], t: Thresholds) -> dict[tuple[int, int], di
         "step": dt.timedelta(seconds=SLICE_S),
         "origin": ORIGIN,
     }
-    with connection.cursor() as cur:
+    with bulk.cursor() as cur:
         cur.execute(_GPU_SQL, params)
         out = {}
         for row in cur.fetchall():
@@ -200,17 +205,24 @@ nic AS MATERIALIZED (
                AS bytes
     FROM w
     JOIN f ON f.node_id = w.node_id
-    JOIN telemetry_nicsample n ON n.nic_id = f.nic_id AND n.ts > w.t0 AND n.ts <= w.t1
-    WHERE n.ts > %(lo)s AND n.ts <= %(hi)s
+    CROSS JOIN LATERAL (
+        SELECT * FROM telemetry_nicsample n
+        WHERE n.nic_id = f.nic_id AND n.ts > w.t0 AND n.ts <= w.t1
+          AND n.ts > %(lo)s AND n.ts <= %(hi)s
+        OFFSET 0
+    ) n
     GROUP BY w.job_id, w.node_id, w.keep_from, w.interval_s, n.ts
 ),
 busy AS MATERIALIZED (
     SELECT w.job_id, w.node_id, s.ts, avg(COALESCE(s.sm_active_pct, s.util_pct)) AS busy
     FROM w
     JOIN inventory_gpu g ON g.node_id = w.node_id
-    JOIN telemetry_gpusample s
-      ON s.gpu_id = g.id AND s.ts > w.t0 AND s.ts <= w.t1 AND s.job_id = w.job_id
-    WHERE s.ts > %(lo)s AND s.ts <= %(hi)s
+    CROSS JOIN LATERAL (
+        SELECT * FROM telemetry_gpusample s
+        WHERE s.gpu_id = g.id AND s.ts > w.t0 AND s.ts <= w.t1 AND s.job_id = w.job_id
+          AND s.ts > %(lo)s AND s.ts <= %(hi)s
+        OFFSET 0
+    ) s
     GROUP BY 1, 2, 3
 ),
 pts AS (
@@ -227,9 +239,12 @@ cpu AS MATERIALIZED (
     SELECT w.job_id, w.keep_from, j.ts, j.cpu_cores_used AS cores,
            j.cpu_cores_used / NULLIF(w.cpus, 0) AS frac
     FROM w
-    JOIN telemetry_jobsample j
-      ON j.job_id = w.job_id AND j.node_id = w.node_id AND j.ts > w.t0 AND j.ts <= w.t1
-    WHERE j.ts > %(lo)s AND j.ts <= %(hi)s AND j.cpu_cores_used IS NOT NULL
+    CROSS JOIN LATERAL (
+        SELECT * FROM telemetry_jobsample j
+        WHERE j.job_id = w.job_id AND j.node_id = w.node_id AND j.ts > w.t0 AND j.ts <= w.t1
+          AND j.ts > %(lo)s AND j.ts <= %(hi)s AND j.cpu_cores_used IS NOT NULL
+        OFFSET 0
+    ) j
 ),
 slices AS (
     INSERT INTO findings_jobslice AS o (
@@ -315,7 +330,7 @@ def add_job_samples(work: list[Work], fabric: dict[int, list[tuple[int, float]]]
         "step": dt.timedelta(seconds=SLICE_S),
         "origin": ORIGIN,
     }
-    with connection.cursor() as cur:
+    with bulk.cursor() as cur:
         cur.execute(_JOB_SQL, params)
         return {
             job_id: dict(zip(JOB_TOTAL_FIELDS, values, strict=True))
@@ -340,7 +355,7 @@ def first_samples(rows: list[tuple[int, int, dt.datetime]]) -> dict[int, dt.date
     for the first time starts to have data (its start may predate our data by days)."""
     if not rows:
         return {}
-    with connection.cursor() as cur:
+    with bulk.cursor() as cur:
         cur.execute(_FIRST_SQL, [[r[0] for r in rows], [r[1] for r in rows],
                                  [r[2] for r in rows]])
         return dict(cur.fetchall())
@@ -348,7 +363,7 @@ def first_samples(rows: list[tuple[int, int, dt.datetime]]) -> dict[int, dt.date
 
 def prune(before: dt.datetime, finished_jobs: list[int]) -> None:
     """Drop minutes no window reaches any more, and every minute of finalized jobs."""
-    with connection.cursor() as cur:
+    with bulk.cursor() as cur:
         for table in ("findings_gpuslice", "findings_jobslice"):
             cur.execute(f"DELETE FROM {table} WHERE bucket < %s", [before])
             if finished_jobs:

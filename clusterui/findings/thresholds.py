@@ -44,6 +44,7 @@ class Thresholds:
     settle_s: int = 30
     final_lookback_s: int = 86400
     max_samples_per_pass: int = 360
+    close_after_s: int = 600
     low_util_pct: float = 25.0
     idle_gpu_pct: float = 5.0
     working_gpu_pct: float = 25.0
@@ -70,6 +71,7 @@ class Thresholds:
             settle_s=settings.DETECTOR_SETTLE_S,
             final_lookback_s=settings.DETECTOR_FINAL_LOOKBACK_S,
             max_samples_per_pass=settings.DETECTOR_MAX_SAMPLES_PER_PASS,
+            close_after_s=settings.DETECTOR_CLOSE_AFTER_S,
             low_util_pct=settings.DETECTOR_LOW_UTIL_PCT,
             idle_gpu_pct=settings.DETECTOR_IDLE_GPU_PCT,
             working_gpu_pct=settings.DETECTOR_WORKING_GPU_PCT,

@@ -9,7 +9,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
-from django.db import connection
+from clusterui.findings import bulk
 
 
 @dataclass
@@ -168,18 +168,24 @@ SELECT s.job_id, s.gpu_id, sum(samples), sum(util_sum), sum(util_n), sum(sm_sum)
        sum(nvlink_high), sum(nvc_n), sum(nvc_x), sum(nvc_y), sum(nvc_xx), sum(nvc_yy),
        sum(nvc_xy), sum(throttled), bit_or(throttle_bits), sum(throttled_clock_sum),
        sum(throttled_clock_n), max(free_clock_max)
-FROM findings_gpuslice s
-JOIN unnest(%s::int[], %s::timestamptz[], %s::timestamptz[]) AS w(job_id, t0, t1)
-  ON s.job_id = w.job_id AND s.bucket >= w.t0 AND s.bucket <= w.t1
+FROM unnest(%s::int[], %s::timestamptz[], %s::timestamptz[]) AS w(job_id, t0, t1)
+CROSS JOIN LATERAL (
+    SELECT * FROM findings_gpuslice s
+    WHERE s.job_id = w.job_id AND s.bucket >= w.t0 AND s.bucket <= w.t1
+    OFFSET 0
+) s
 GROUP BY 1, 2
 """
 
 _JOB_WINDOW_SQL = """
 SELECT s.job_id, sum(nic_n), sum(nic_sum), max(nic_max), sum(nic_high), sum(nc_n), sum(nc_x),
        sum(nc_y), sum(nc_xx), sum(nc_yy), sum(nc_xy), sum(cpu_n), sum(cpu_frac_sum)
-FROM findings_jobslice s
-JOIN unnest(%s::int[], %s::timestamptz[], %s::timestamptz[]) AS w(job_id, t0, t1)
-  ON s.job_id = w.job_id AND s.bucket >= w.t0 AND s.bucket <= w.t1
+FROM unnest(%s::int[], %s::timestamptz[], %s::timestamptz[]) AS w(job_id, t0, t1)
+CROSS JOIN LATERAL (
+    SELECT * FROM findings_jobslice s
+    WHERE s.job_id = w.job_id AND s.bucket >= w.t0 AND s.bucket <= w.t1
+    OFFSET 0
+) s
 GROUP BY 1
 """
 
@@ -206,7 +212,7 @@ def read_windows(windows: list[JobWindow], gpus_of: dict[int, list[GpuInfo]],
     starts = [w.start for w in windows]
     ends = [w.end for w in windows]
     info = {(job, g.gpu_id): g for job, gs in gpus_of.items() for g in gs}
-    with connection.cursor() as cur:
+    with bulk.cursor() as cur:
         cur.execute(_GPU_WINDOW_SQL, [ids, starts, ends])
         for (job_id, gpu_id, n, util_s, util_n, sm_s, sm_n, busy_s, busy_n, nvl_s, nvl_n,
              nvl_max, nvl_high, c_n, c_x, c_y, c_xx, c_yy, c_xy, thr, bits, thr_clock_s,

@@ -69,9 +69,16 @@ def test_a_finding_opens_updates_escalates_and_closes():
     assert again.severity == Severity.WARNING  # 2 GPUs x 12 min wasted: past 0.3 GPU-hours
     assert again.evidence["gpu_hours_wasted"] > first.evidence["gpu_hours_wasted"]
 
-    feed.minutes(11, util=90.0, thresholds=t)  # a 10-minute window of busy GPUs: closed
+    # Busy for 6 minutes: the 10-minute window's mean passes 25 % after 3, but a finding
+    # closes only once its condition has been gone for 10 minutes: no flapping.
+    feed.minutes(6, util=90.0, thresholds=t)
+    [still] = findings(FindingKind.LOW_UTILIZATION)
+    assert still.state == FindingState.OPEN and still.last_seen < at(feed.t)
+
+    feed.minutes(9, util=90.0, thresholds=t)  # gone for 10 minutes now: closed
     [closed] = findings(FindingKind.LOW_UTILIZATION)
-    assert closed.state == FindingState.CLOSED and closed.closed_at is not None
+    assert closed.state == FindingState.CLOSED
+    assert (closed.closed_at - closed.last_seen).total_seconds() >= t.close_after_s
     assert closed.severity == Severity.WARNING
 
     feed.minutes(11, util=2.0, thresholds=t)  # idle again: a new finding, the old one kept
