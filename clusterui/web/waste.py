@@ -3,7 +3,8 @@ computed by the detector pass); never from raw samples, which would cost seconds
 
 import datetime as dt
 
-from django.db.models import Q
+from django.db.models import FloatField, Q, Sum
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from clusterui.findings.models import JobEfficiency
@@ -22,17 +23,15 @@ def wasted_gpu_hours_since(jobs, since: dt.datetime, now: dt.datetime | None = N
     after ``since`` is counted (waste is taken as spread evenly over the window).
     """
     now = now or timezone.now()
-    rows = JobEfficiency.objects.filter(
+    share = RawSQL(
+        "gpu_hours_wasted * GREATEST(0, LEAST(1,"
+        " EXTRACT(EPOCH FROM LEAST(window_end, %s) - GREATEST(window_start, %s))"
+        " / NULLIF(EXTRACT(EPOCH FROM window_end - window_start), 0)))",
+        [now, since], output_field=FloatField())
+    total = JobEfficiency.objects.filter(
         job__in=jobs, window_end__gt=since, gpu_hours_wasted__gt=0
-    ).values_list("gpu_hours_wasted", "window_start", "window_end")
-    total = 0.0
-    for wasted, start, end in rows:
-        span = (end - start).total_seconds()
-        if span <= 0:
-            continue
-        inside = (min(end, now) - max(start, since)).total_seconds()
-        total += wasted * max(0.0, min(1.0, inside / span))
-    return total
+    ).aggregate(total=Sum(share))["total"]
+    return float(total or 0.0)
 
 
 def active_in(jobs, start: dt.datetime, end: dt.datetime):

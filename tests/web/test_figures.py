@@ -9,6 +9,7 @@ from clusterui.web import derived
 from clusterui.web.figures import heatmap, timeseries, usage
 from clusterui.web.figures.common import points_per_series, to_json
 from clusterui.web.snapshot import GpuCell
+from clusterui.web.templatetags.web_format import figure_script
 from tests.web.plotly_data import matrix, values
 
 T0 = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
@@ -37,7 +38,7 @@ def test_heatmap_at_1000_nodes_stays_small_and_clickable():
     assert nodes[9 * 9][0] == 901  # band 10 starts at node 901
     assert "text" not in util  # no in-cell labels at this size
     assert fig["layout"]["height"] < 1200
-    assert len(json.dumps(fig)) < 500_000  # 8,000 cells with their hover text
+    assert len(fig.text) < 500_000  # 8,000 cells with their hover text
 
 
 def test_heatmap_cells_say_free_or_busy_and_mark_missing_samples():
@@ -118,5 +119,17 @@ def test_jobs_timeline_clips_bars_to_the_range():
 
 def test_many_gpus_share_a_chart_s_point_budget():
     assert points_per_series(1) == 600 and points_per_series(8) == 600
-    assert points_per_series(32) == 500
+    assert points_per_series(16) == 600 and points_per_series(32) == 300
     assert points_per_series(1024) == 60
+
+
+def test_names_cannot_inject_markup():
+    allocs = [{"job_id": 5, "label": "<img src=x onerror=alert(1)>", "user": "eve",
+               "name": "</script><script>alert(1)</script>", "gpu_index": 0,
+               "start": T0, "end": T0 + dt.timedelta(minutes=30), "running": False}]
+    chart = to_json(timeseries.jobs_timeline(allocs, T0, T0 + dt.timedelta(hours=1)))
+    assert "<img" not in chart.text and "<script>" not in chart.text
+    html = figure_script(chart, "fig-jobs")
+    assert html.count("</script>") == 1 and html.endswith("</script>")
+    inner = html[html.index(">") + 1:-len("</script>")]
+    assert json.loads(inner)["data"][0]["hovertext"][0].startswith("<b>job &lt;img")

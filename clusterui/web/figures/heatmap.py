@@ -6,6 +6,8 @@ cell's ``customdata`` is its node's id: a click opens the node page (charts.js).
 cluster's cells also show their utilization, or "free" for a GPU no job holds.
 """
 
+from html import escape
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -26,11 +28,11 @@ def _label(cell) -> str:
 def _hover(cell) -> str:
     """Who the cell is (its utilization comes from z). Short and ASCII: a 1,000-node
     cluster ships 8,000 of them."""
-    head = f"{cell.node} GPU {cell.index}"
+    head = f"{escape(cell.node)} GPU {cell.index}"  # names are escaped: Plotly reads tags
     if cell.util is None:
         return f"{head}: no current sample"
     if cell.job_label:
-        return f"{head}, job {cell.job_label}"
+        return f"{head}, job {escape(cell.job_label)}"
     return f"{head}, {'allocated' if cell.allocated else 'free'}"
 
 
@@ -74,7 +76,7 @@ def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
                     hover[r, col] = _hover(cell)
         if len(bands) > 1:
             tickvals.append(b * rows_per_band + (gpus - 1) / 2)
-            ticktext.append(f"{members[0][1]} –<br>{members[-1][1]}")
+            ticktext.append(f"{escape(members[0][1])} –<br>{escape(members[-1][1])}")
     if len(bands) == 1:
         tickvals = list(range(gpus))
         ticktext = [f"GPU {g}" for g in range(gpus)]

@@ -6,6 +6,8 @@ Traces and layout are assembled as plain dicts and validated once by ``go.Figure
 adding traces and lines one by one costs Plotly several times more.
 """
 
+from html import escape
+
 import plotly.graph_objects as go
 
 from clusterui.web.figures.common import (
@@ -148,14 +150,16 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
             lengths.append((e - s).total_seconds() * 1000)
             ys.append(f"GPU {a['gpu_index']}")
             until = "running" if a["running"] else local_time(a["end"])[:16]
-            hover.append(f"<b>job {a['label']}</b> · {a['user']}<br>{a['name']}<br>"
-                         f"{local_time(a['start'])[:16]} → {until}")
+            # Names come from the scheduler: escaped, as Plotly reads tags in its texts.
+            hover.append(f"<b>job {escape(a['label'])}</b> · {escape(a['user'])}<br>"
+                         f"{escape(a['name'])}<br>{local_time(a['start'])[:16]} → {until}")
         if not bases:
             continue
         traces.append({
             "type": "bar", "orientation": "h", "base": bases, "x": lengths, "y": ys,
-            "name": f"job {items[0]['label']}", "marker": {"color": color(i), "line": {"width": 0}},
-            "text": [items[0]["label"]] * len(ys), "textposition": "inside",
+            "name": f"job {escape(items[0]['label'])}",
+            "marker": {"color": color(i), "line": {"width": 0}},
+            "text": [escape(items[0]["label"])] * len(ys), "textposition": "inside",
             "insidetextanchor": "start", "textfont": {"color": "#fff"},
             "customdata": [job_id] * len(ys), "hovertext": hover,
             "hovertemplate": "%{hovertext}<extra></extra>",
