@@ -220,3 +220,24 @@ def test_a_second_pass_while_one_runs_returns_at_once(clean_samples):
         assert run_pass().locked_out is True
         other.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
     assert run_pass().locked_out is False
+
+
+@pytest.mark.django_db
+def test_samples_are_counted_once_across_passes_to_the_microsecond():
+    # Collectors stamp samples with fractions of a second: where one pass stops and the
+    # next begins must not drop or repeat the sample on the boundary.
+    feed = Feed(start=BASE + 0.654321)
+    feed.minutes(3, util=50.0)
+    eff = JobEfficiency.objects.get(job__external_id="501")
+    assert eff.through == at(feed.t)
+    assert [g["samples"] for g in eff.per_gpu.values()] == [18, 18]
+
+
+@pytest.mark.django_db
+def test_thresholds_come_from_the_settings(settings):
+    settings.DETECTOR_LOW_UTIL_PCT = 30.0
+    settings.DETECTOR_GRACE_S = 0
+    assert Thresholds.from_settings().low_util_pct == 30.0
+    feed = Feed(job=Job("505", gpus=[0, 1], started_at=BASE))
+    feed.minutes(6, util=27.0, thresholds=Thresholds.from_settings())
+    assert [f.kind for f in findings()] == [FindingKind.LOW_UTILIZATION]
