@@ -4,6 +4,7 @@ time series (a constant number of queries whatever its size) and its charts."""
 import datetime as dt
 from dataclasses import dataclass, field
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 
 from clusterui.inventory.models import Nic
@@ -76,7 +77,14 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
         .order_by("gpu__node__name", "gpu__index")
     )
     view.nodes = sorted({a.gpu.node for a in view.allocations}, key=lambda n: n.name)
-    data_from = min((a.first_seen for a in view.allocations), default=None)
+    # When monitoring began: the first allocation seen, or the detectors' first sample
+    # (whichever is earlier: a replayed spool can land after newer batches).
+    firsts = [a.first_seen for a in view.allocations]
+    try:
+        firsts.append(job.efficiency.window_start)
+    except ObjectDoesNotExist:
+        pass
+    data_from = min(firsts, default=None)
     view.range, view.range_error, view.whole = job_range(job, params, now, data_from)
     gpus = [a.gpu for a in view.allocations]
     if not gpus:

@@ -195,3 +195,20 @@ def test_finding_rows_stay_scoped(client_for, running_job, users):
         last_seen=timezone.now(), title="Xid 79 on a free GPU", explanation="x", suggestion="y")
     html = page(client_for("alice"), running_job).content.decode()
     assert "Xid 79 on a free GPU" not in html
+
+
+def test_the_whole_job_starts_where_monitoring_began(client_for):
+    now = timezone.now()
+    n = f.node("gpu-a001", gpus=1)
+    # Scheduled 5 h ago, first seen by a collector 1 h ago; the detectors' first sample
+    # (a spool replayed late) is 2 h old.
+    j = f.job("alice", gpus=n.gpus.all(), started_at=now - dt.timedelta(hours=5),
+              efficiency={"allocated": 2, "used": 1})
+    j.allocations.update(first_seen=now - dt.timedelta(hours=1))
+    j.efficiency.window_start = now - dt.timedelta(hours=2)
+    j.efficiency.save()
+
+    view = page(client_for("alice"), j).context["view"]
+
+    assert view.whole
+    assert abs((view.range.start - (now - dt.timedelta(hours=2))).total_seconds()) <= 31
