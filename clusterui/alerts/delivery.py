@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 import random
 import smtplib
+import time
 from collections import Counter
 
 from django.conf import settings
@@ -35,6 +36,12 @@ def lease_s() -> int:
     return 4 * settings.EMAIL_TIMEOUT + 60
 
 
+def budget_s() -> float:
+    """How long one run may keep starting sends: it must end (its last send included)
+    before the task's soft time limit. What is left waits for the next run."""
+    return max(10.0, settings.CELERY_TASK_SOFT_TIME_LIMIT - lease_s())
+
+
 def backoff_s(attempts: int) -> float:
     base = min(settings.ALERT_RETRY_MAX_S, settings.ALERT_RETRY_BASE_S * 2 ** (attempts - 1))
     return base * random.uniform(0.9, 1.1)
@@ -50,8 +57,11 @@ def deliver_due(now: dt.datetime | None = None, *, limit: int | None = None) -> 
     due = (AlertEmail.objects.filter(status=EmailStatus.PENDING, next_attempt_at__lte=now)
            .order_by("next_attempt_at", "pk").values_list("pk", flat=True))
     smtp = _Smtp()
+    deadline = time.monotonic() + budget_s()
     try:
         for pk in list(due[: limit or settings.ALERT_BATCH]):
+            if time.monotonic() > deadline:
+                break  # a slow server: the rest go in the next run
             if not _lease(pk, now):
                 continue  # another worker has it
             result = _deliver(pk, now, smtp)

@@ -89,6 +89,23 @@ def test_emails_wait_for_a_listed_weekday(smtp, settings, cast):
     assert run(saturday + dt.timedelta(days=2)) == Counter(sent=1)  # Monday
 
 
+@pytest.mark.django_db
+def test_a_slow_server_never_holds_a_run_past_its_time_budget(smtp, settings, cast,
+                                                             monkeypatch):
+    smtp.delay_s = 0.4
+    monkeypatch.setattr(delivery, "budget_s", lambda: 0.5)
+    for _ in range(5):
+        make_finding(make_job("alice"))
+    now = timezone.now()
+    outbox.queue_findings(now)
+    first = delivery.deliver_due(now)
+    assert 1 <= first["sent"] < 5  # stopped starting sends once the budget was spent
+    assert AlertEmail.objects.filter(status=EmailStatus.PENDING).count() == 5 - first["sent"]
+    while AlertEmail.objects.filter(status=EmailStatus.PENDING).exists():
+        delivery.deliver_due(timezone.now())
+    assert len(smtp.received) == 5  # the next runs send the rest, each once
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_sending_at_once_send_each_email_once_within_the_limits(make_worker):
