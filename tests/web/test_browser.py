@@ -203,6 +203,7 @@ def test_a_researcher_sees_only_their_own_jobs(live_server, browser):
 
     tour.visit("/jobs/")
     assert page.locator(".jobs-table tbody tr td:nth-child(2)").all_inner_texts() == ["alice"]
+    tour.shot("jobs-researcher")
     tour.visit(f"/jobs/{mine.pk}/")
     assert "Low GPU utilization: 25 % on 2 GPUs" in page.locator("#findings").inner_text()
     tour.visit("/findings/")
