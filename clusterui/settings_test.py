@@ -30,6 +30,9 @@ TEST_ENV = {
 }
 for _key, _value in TEST_ENV.items():
     os.environ.setdefault(_key, _value)
+# The cache lives in the test broker's Redis database, which tests empty (the `broker`
+# fixture), never in a demo's: a CACHE_URL from a developer's environment does not count.
+os.environ["CACHE_URL"] = TEST_ENV["CACHE_URL"]
 
 from clusterui.settings import *  # noqa: E402,F403
 

@@ -182,14 +182,14 @@ class PrivatePostgres:
 
     def init(self) -> "PrivatePostgres":
         import shutil
+        import tempfile
 
-        self.directory.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
-            for path in (self.directory, *self.directory.parents):
-                if str(path) in ("/", "/tmp"):
-                    break
-                os.chmod(path, os.stat(path).st_mode | 0o055)
+            # PostgreSQL refuses to run as root, and the postgres user cannot enter pytest's
+            # private (0700) temporary tree: use a directory of its own under /tmp.
+            self.directory = Path(tempfile.mkdtemp(prefix="clusterui-test-pg-"))
             shutil.chown(self.directory, "postgres", "postgres")
+        self.directory.mkdir(parents=True, exist_ok=True)
         self._run(str(self.bin / "initdb"), "-D", str(self.directory / "data"), "-U", "postgres",
                   "--auth=trust", "-E", "UTF8")
         self.start()
@@ -205,6 +205,12 @@ class PrivatePostgres:
                   str(self.directory / "server.log"), "-o",
                   f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
                   "-c fsync=off", "start")
+
+    def remove(self) -> None:
+        import shutil
+
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def stop(self) -> None:
         subprocess.run([*self.as_postgres, str(self.bin / "pg_ctl"), "-D",

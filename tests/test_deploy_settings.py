@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def manage(*args, **env):
     clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("SECURE_", "SESSION_", "CSRF_", "DEBUG", "SECRET_KEY"))}
+             if not k.startswith(("SECURE_", "SESSION_", "CSRF_", "DEBUG", "SECRET_KEY",
+                                  "DJANGO_ALLOW_ASYNC_UNSAFE"))}
     clean["DJANGO_SETTINGS_MODULE"] = "clusterui.settings"
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, text=True,
                           capture_output=True, env={**clean, **env})

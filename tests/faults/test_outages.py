@@ -74,7 +74,7 @@ def test_postgres_down_for_two_minutes(broker, broker_url, clean_samples, tmp_pa
         feed.kill()
         peak = watch.stop()
         worker.stop()
-        pg.stop()
+        pg.remove()
     record("postgres_down", {**figures, "outage_s": OUTAGE_S,
                              "recovery_s": round(recovery, 1), "peak_queue_depth": peak})
     assert figures["lost"] == 0 and figures["duplicated"] == 0

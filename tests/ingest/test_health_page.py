@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from django.utils import timezone
 
+from clusterui.celery import app
 from clusterui.ingest.models import IngestBatch, RejectedBatch
 from clusterui.ingest.silence import alert_silent_nodes
 from clusterui.ingest.tasks import ingest_envelope
@@ -32,7 +33,8 @@ def test_the_page_shows_throughput_gaps_refusals_and_drops(staff_client, broker)
             batch["gpu_samples"]["rows"][0][3] = 140.0
         ingest_envelope(batch)
     ingest_envelope({"schema": 3, "cluster": "test", "node": "gpu-x"})
-    broker.rpush("ingest", "x", "y")
+    for seq in (7, 8):  # queued, with no worker to take them
+        app.send_task("clusterui.ingest", args=[node_batch(seq=seq)], queue="ingest")
 
     response = staff_client.get("/ingest/health/")
     assert response.status_code == 200
