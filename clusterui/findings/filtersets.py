@@ -1,6 +1,7 @@
 """Filtering of the findings list: one FilterSet serves the web UI and the API."""
 
 import django_filters
+from django.db.models import Case, IntegerField, Value, When
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.findings.models import Finding
@@ -21,9 +22,20 @@ class FindingFilterSet(django_filters.FilterSet):
                                  help_text="Seen at or after (ISO 8601)")
     ordering = django_filters.OrderingFilter(
         fields=(("last_seen", "last_seen"), ("first_seen", "first_seen"),
-                ("wasted_gpu_hours", "wasted"), ("severity", "severity")),
+                ("wasted_gpu_hours", "wasted"), ("severity_rank", "severity")),
+        help_text="last_seen, first_seen, wasted or severity (info < warning < critical); "
+                  "prefix - to reverse",
     )
 
     class Meta:
         model = Finding
         fields = []
+
+    @property
+    def qs(self):
+        # Severity sorts by rank, not alphabetically (critical, info, warning).
+        if not hasattr(self, "_qs"):
+            rank = Case(*(When(severity=s.value, then=Value(s.rank)) for s in Severity),
+                        output_field=IntegerField())
+            self.queryset = self.queryset.annotate(severity_rank=rank)
+        return super().qs

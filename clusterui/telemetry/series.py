@@ -71,7 +71,8 @@ def _check(start, end, metrics, known, step):
         raise SeriesError(f"step {step} s gives too many points for this range")
 
 
-def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimum) -> Series:
+def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimum,
+          sum_over: str | None = None) -> Series:
     step = step or pick_step(start, end, minimum=minimum)
     origin = _ORIGIN
     first = origin + dt.timedelta(seconds=((start - origin).total_seconds() // step) * step)
@@ -88,6 +89,14 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimu
         return out
     fn = AGGREGATES[agg]
     cols = ", ".join(f"{fn}({m})" for m in metrics)
+    if sum_over:
+        # Per bucket, each part's (e.g. each node's) aggregate first, then their sum: a
+        # multi-node job's host CPU is the total over its nodes, not a per-node mean.
+        inner = ", ".join(f"{fn}({m}) AS {m}" for m in metrics)
+        table = (f"(SELECT {key_col}, {sum_over}, min(ts) AS ts, {inner} FROM {table} "
+                 f"WHERE {key_col} = ANY(%s) AND ts >= %s AND ts < %s "
+                 f"GROUP BY {key_col}, {sum_over}, floor(extract(epoch FROM ts - %s) / %s)) parts")
+        cols = ", ".join(f"sum({m})" for m in metrics)
     with connection.cursor() as cur:
         # The bucket's position on the axis, computed by the database: the same buckets as
         # date_bin(step, ts, origin) (``first`` is aligned on the origin), without sending
@@ -99,7 +108,9 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimu
             WHERE {key_col} = ANY(%s) AND ts >= %s AND ts < %s
             GROUP BY 1, 2 ORDER BY 1, 2
             """,
-            [first, step, keys, first, end],
+            # Placeholders in text order: the select list, the parts subquery, the WHERE.
+            [first, step, *([keys, first, end, first, step] if sum_over else []),
+             keys, first, end],
         )
         n = len(axis)
         for key, i, *values in cur.fetchall():
@@ -122,6 +133,7 @@ def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
 
 
 def job_host_series(job_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:
-    """A job's host CPU and memory (summed over its nodes per sample time, then bucketed)."""
+    """A job's host CPU and memory: per bucket, each node's aggregate, summed over nodes."""
     _check(start, end, metrics, JOB_METRIC_NAMES, step)
-    return _read(JOB_SAMPLE_TABLE, "job_id", job_ids, list(metrics), start, end, step, agg, minimum)
+    return _read(JOB_SAMPLE_TABLE, "job_id", job_ids, list(metrics), start, end, step, agg,
+                 minimum, sum_over="node_id")
