@@ -3,6 +3,7 @@
 Real Redis, real worker processes, real PostgreSQL."""
 
 import json
+import time
 
 import pytest
 from django.db import connection
@@ -12,6 +13,7 @@ from clusterui.celery import app
 from clusterui.ingest import deadletter
 from clusterui.ingest.models import IngestBatch, RejectedBatch
 from tests.factories import node_batch
+from tests.faults.harness import record
 from tests.services import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -65,7 +67,14 @@ def test_two_workers_racing_on_the_same_batches_store_each_once(make_worker, bro
             for batch in batches:
                 app.send_task("clusterui.ingest", args=[batch], queue="ingest",
                               producer=producer)
+    began = time.monotonic()
+    peak = broker.llen("ingest")
     wait_for(lambda: broker.llen("ingest") == 0 and broker.hlen("unacked") == 0, timeout=120,
              what="the queue to drain")
+    rows, distinct = gpu_rows()
+    record("two_workers_racing", {
+        "produced": len(batches) * 24, "deliveries": 3 * len(batches), "stored": rows,
+        "lost": len(batches) * 24 - distinct, "duplicated": rows - distinct,
+        "drain_s": round(time.monotonic() - began, 1), "queue_depth_after_send": peak})
     assert IngestBatch.objects.count() == len(batches)
-    assert gpu_rows() == (len(batches) * 24, len(batches) * 24)
+    assert (rows, distinct) == (len(batches) * 24, len(batches) * 24)

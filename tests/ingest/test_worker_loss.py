@@ -4,6 +4,8 @@ The batch is caught mid-ingest deterministically: the test holds a row lock on t
 the worker's transaction is blocked inside the task when the worker is killed.
 """
 
+import time
+
 import psycopg
 import pytest
 from django.db import connection
@@ -11,6 +13,7 @@ from django.db import connection
 from clusterui.celery import app
 from clusterui.ingest.models import IngestBatch
 from tests.factories import node_batch
+from tests.faults.harness import record
 from tests.services import database_url, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -48,10 +51,19 @@ def test_a_worker_killed_mid_batch_loses_nothing(make_worker, broker):
         lock.rollback()
 
     assert IngestBatch.objects.count() == 1  # the killed transaction committed nothing
+    killed = time.monotonic()
     survivor = make_worker()
     wait_for(lambda: IngestBatch.objects.count() == 2, timeout=60,
              what="the killed batch to be redelivered and stored")
+    recovery = time.monotonic() - killed
     assert sorted(IngestBatch.objects.values_list("seq", flat=True)) == [1, 2]
     assert gpu_samples() == 2 * 4 * 8
     assert "clusterui.ingest" in survivor.log()
     wait_for(lambda: broker.hlen("unacked") == 0, timeout=30, what="the redelivery to be acked")
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(DISTINCT (gpu_id, ts)) FROM telemetry_gpusample")
+        distinct = cur.fetchone()[0]
+    record("worker_sigkill", {"produced": 2 * 4 * 8, "stored": gpu_samples(),
+                              "lost": 2 * 4 * 8 - distinct, "duplicated": gpu_samples() - distinct,
+                              "recovery_s": round(recovery, 1), "peak_queue_depth": 1,
+                              "visibility_timeout_s": 12})
