@@ -30,8 +30,10 @@ TEST_ENV = {
 }
 for _key, _value in TEST_ENV.items():
     os.environ.setdefault(_key, _value)
-# The cache lives in the test broker's Redis database, which tests empty (the `broker`
-# fixture), never in a demo's: a CACHE_URL from a developer's environment does not count.
+# The broker and the cache live in the test Redis database (TEST_BROKER_URL), which tests
+# empty (the `broker` fixture): never a demo's, whatever CELERY_BROKER_URL or CACHE_URL the
+# developer's environment (or `devstack.py run`) holds.
+os.environ["CELERY_BROKER_URL"] = TEST_ENV["CELERY_BROKER_URL"]
 os.environ["CACHE_URL"] = TEST_ENV["CACHE_URL"]
 
 from clusterui.settings import *  # noqa: E402,F403

@@ -101,14 +101,24 @@ def test_events_use_gpu_indexes(roots):
     assert [(e["gpu"], e["kind"]) for e in batch["events"]] == [(1, "gpu_lost")]
 
 
-def test_simulated_flag_and_no_nvml_notice(roots, caplog):
+def test_simulated_flag_and_no_nvml_notice(roots):
     nvml = FakeNVML([FakeGpu(0)])
     nvml.SIMULATED = True
     agent, _ = make_agent(roots, nvml)
     assert agent.build_batch()["agent"]["simulated"] is True
     agent.close()
-    with caplog.at_level(logging.WARNING):
+    # A handler on the agent's own logger: what other tests did to the root logger's
+    # configuration (Celery, Django) must not decide whether the notice is seen.
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    agent_log = logging.getLogger("collectors.agent")
+    agent_log.addHandler(handler)
+    try:
         agent, _ = make_agent(roots, None)
-    assert "NVML not available" in caplog.text and "NIC samples only" in caplog.text
+    finally:
+        agent_log.removeHandler(handler)
+    text = " ".join(r.getMessage() for r in records)
+    assert "NVML not available" in text and "NIC samples only" in text
     agent.sample()
     assert agent.build_batch()["gpus"] == []
