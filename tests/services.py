@@ -61,6 +61,8 @@ class Worker:
             "DJANGO_SETTINGS_MODULE": "clusterui.settings_test",
             "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": self.broker_url,
+            # settings_test takes the broker from TEST_BROKER_URL whatever else is set.
+            "TEST_BROKER_URL": self.broker_url,
             **self.extra_env,
         }
         self._log = open(self.log_path, "w")
