@@ -26,13 +26,20 @@ class Command(BaseCommand):
         if bad:
             raise CommandError(f"--interval must be between 1 and 60 s, got {bad[0]:g}")
         # The simulated collectors log every reading a simulated GPU lacks: not news here.
-        logging.getLogger("collectors").setLevel(logging.ERROR)
-        logging.getLogger("clusterui").setLevel(logging.WARNING)
+        # Quietened for this run only (the command also runs inside the test process).
+        quiet = {"collectors": logging.ERROR, "clusterui": logging.WARNING}
+        before = {name: logging.getLogger(name).level for name in quiet}
         suites = []
-        with transaction.atomic():
-            for interval in intervals:
-                suites.append(scenarios.run_suite(interval, seed=options["seed"]))
-            transaction.set_rollback(True)
+        try:
+            for name, level in quiet.items():
+                logging.getLogger(name).setLevel(level)
+            with transaction.atomic():
+                for interval in intervals:
+                    suites.append(scenarios.run_suite(interval, seed=options["seed"]))
+                transaction.set_rollback(True)
+        finally:
+            for name, level in before.items():
+                logging.getLogger(name).setLevel(level)
         self.stdout.write(scenarios.report(suites))
         if options["fail"] and any(s.wrong() for s in suites):
             raise CommandError("some scenarios were misclassified")
