@@ -51,6 +51,8 @@ def test_the_page_shows_throughput_gaps_refusals_and_drops(staff_client, broker)
     }
     assert response.context["rates"]["batches_per_s_1m"] == pytest.approx(3 / 60)
     assert "gpu_samples: util_pct out of range [0, 100]" in page
+    assert '<a href="/ingest/health/" class="active">Ingest</a>' in page
+    assert page.count('id="keys"') == 1
     assert RejectedBatch.objects.count() == 1
 
 
