@@ -179,6 +179,12 @@ def test_a_new_user_sees_the_cluster_and_why_a_job_was_flagged(demo, browser):
     tour.shot("users")
     tour.visit("/users/?by=account&range=24h", charts=1)
 
+    # The staff's ingest health page.
+    tour.visit("/ingest/health/")
+    assert page.locator("nav a.active").inner_text() == "Ingest"
+    assert "No gaps" in page.locator("#gaps").inner_text()
+    tour.shot("ingest-health")
+
     assert tour.errors == []
     tour.context.close()
 
