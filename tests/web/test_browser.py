@@ -192,7 +192,7 @@ def test_a_new_user_sees_the_cluster_and_why_a_job_was_flagged(demo, browser):
 def test_a_researcher_sees_only_their_own_jobs(live_server, browser):
     from django.contrib.auth import get_user_model
 
-    from tests.web import factories as f
+    from tests import rows as f
 
     get_user_model().objects.create_user("alice", password=PASSWORD)
     n = f.node("gpu-a001", gpus=4)

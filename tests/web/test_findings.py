@@ -5,7 +5,7 @@ from django.test import Client
 from django.urls import reverse
 
 from clusterui.findings.models import Finding
-from tests.web import factories as f
+from tests import rows as f
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from clusterui.findings.models import Finding
 from clusterui.telemetry.models import GpuEvent
 from clusterui.telemetry.series import MAX_POINTS
-from tests.web import factories as f
+from tests import rows as f
 from tests.web.plotly_data import present, values
 
 pytestmark = pytest.mark.django_db

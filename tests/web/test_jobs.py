@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusterui.jobs.models import Job
-from tests.web import factories as f
+from tests import rows as f
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusterui.telemetry.models import GpuEvent
-from tests.web import factories as f
+from tests import rows as f
 from tests.web.plotly_data import present
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from clusterui.jobs.models import Job
 from clusterui.web.waste import wasted_gpu_hours_since
-from tests.web import factories as f
+from tests import rows as f
 from tests.web.plotly_data import matrix
 
 pytestmark = pytest.mark.django_db

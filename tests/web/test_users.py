@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.web import factories as f
+from tests import rows as f
 
 pytestmark = pytest.mark.django_db
 

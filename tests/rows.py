@@ -1,5 +1,6 @@
-"""Small factories for the web tests: inventory, jobs, samples, efficiency and findings rows
-made directly (ingest and the detectors fill them in production)."""
+"""The tests' shared cast of rows: inventory, jobs, samples, efficiency and findings made
+directly (ingest and the detectors fill them in production). Used by the web and API tests;
+``tests/factories.py`` builds contract-1 batches instead."""
 
 import datetime as dt
 import itertools
@@ -21,17 +22,23 @@ def cluster(name="test") -> Cluster:
 
 
 def node(name="gpu-a001", *, gpus=4, nics=1, last_seen=None, latest=True, util=50.0,
-         simulated=False, model="NVIDIA H100 80GB HBM3") -> Node:
+         simulated=False, model="NVIDIA H100 80GB HBM3", cluster_name="test",
+         latest_values=None) -> Node:
+    """A node with GPUs and NICs; ``latest_values(i)`` gives GPU i's "now" row (default:
+    ``util`` busy, the same figures on every GPU)."""
     seen = last_seen or timezone.now()
-    n = Node.objects.create(cluster=cluster(), name=name, first_seen=seen, last_seen=seen,
-                            sample_interval_s=10.0, simulated=simulated, agent_version="0.1.0")
+    n = Node.objects.create(cluster=cluster(cluster_name), name=name, first_seen=seen,
+                            last_seen=seen, sample_interval_s=10.0, simulated=simulated,
+                            agent_version="0.1.0")
+    latest_values = latest_values or (lambda i: {
+        "util_pct": util, "sm_active_pct": util * 0.8, "power_w": 300.0, "mem_used_mib": 1000,
+        "temp_c": 60.0})
     for i in range(gpus):
         g = Gpu.objects.create(node=n, uuid=f"GPU-{name}-{i}", index=i, model=model,
                                memory_total_mib=81559, power_limit_w=700.0,
                                nvlink_bytes_per_s=450e9, first_seen=seen, last_seen=seen)
         if latest:
-            GpuLatest.objects.create(gpu=g, ts=seen, util_pct=util, sm_active_pct=util * 0.8,
-                                     power_w=300.0, mem_used_mib=1000, temp_c=60.0)
+            GpuLatest.objects.create(gpu=g, ts=seen, **latest_values(i))
     for i in range(nics):
         nic = Nic.objects.create(node=n, name=f"mlx5_{i}:1", kind="infiniband",
                                  link_bytes_per_s=50e9, first_seen=seen, last_seen=seen)
