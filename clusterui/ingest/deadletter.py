@@ -2,7 +2,7 @@
 
 The list lives in the broker's Redis (the database may be what is failing) under
 ``clusterui:deadletter``: each entry holds the task, the reason and the envelope. The health
-page shows its length; ``manage.py replay_deadletters`` sends the entries back to the queue.
+page shows its length; ``docs/operations.md`` says how to re-queue or drop the entries.
 """
 
 import datetime as dt
@@ -25,8 +25,10 @@ def excerpt(envelope, limit: int = 2000) -> str:
     return text[:limit]
 
 
-def client() -> redis.Redis:
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5)
+def client(timeout: float = 5) -> redis.Redis:
+    """The broker's Redis, where the dead letters (and the ingest queue) live."""
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=timeout,
+                                socket_connect_timeout=timeout)
 
 
 def push(task_name: str, args, reason: str) -> None:
@@ -42,10 +44,6 @@ def push(task_name: str, args, reason: str) -> None:
         entry["args"] = excerpt(args, 1_000_000)
         payload = json.dumps(entry)
     client().rpush(KEY, payload)
-
-
-def count() -> int:
-    return int(client().llen(KEY))
 
 
 def entries(limit: int = 50) -> list[dict]:

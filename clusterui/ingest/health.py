@@ -89,13 +89,13 @@ def spool_drops(since: dt.datetime) -> list[dict]:
 def queue_depth() -> dict:
     """Messages waiting in the ingest queue and reserved by workers, from the broker."""
     import redis
-    from django.conf import settings
+
+    from clusterui.ingest import deadletter
 
     try:
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=2,
-                                      socket_connect_timeout=2)
+        client = deadletter.client(timeout=2)
         return {"queued": int(client.llen("ingest")), "reserved": int(client.hlen("unacked")),
-                "dead_letters": int(client.llen("clusterui:deadletter")), "error": None}
+                "dead_letters": int(client.llen(deadletter.KEY)), "error": None}
     except redis.exceptions.RedisError as exc:
         return {"queued": None, "reserved": None, "dead_letters": None,
                 "error": f"broker unreachable: {exc}"}

@@ -33,7 +33,3 @@ def remember(kind: str, owner_id: int, content, ids: dict) -> None:
     if len(_entries) >= _MAX_ENTRIES:
         _entries.clear()
     _entries[(kind, owner_id)] = (_fingerprint(content), time.monotonic(), ids)
-
-
-def forget() -> None:
-    _entries.clear()
