@@ -65,3 +65,15 @@ SAMPLE_TABLES = (GPU_SAMPLE_TABLE, NIC_SAMPLE_TABLE, JOB_SAMPLE_TABLE)
 GPU_SAMPLE_COLUMNS = ("ts", "gpu_id", "job_id", *GPU_METRIC_NAMES)
 NIC_SAMPLE_COLUMNS = ("ts", "nic_id", *NIC_METRIC_NAMES)
 JOB_SAMPLE_COLUMNS = ("ts", "job_id", "node_id", *JOB_METRIC_NAMES)
+
+# The packed tier and the rollups (migration 0003, written by compaction): chunks and
+# 1-minute rollups have day partitions, 1-hour rollups month partitions.
+GPU_CHUNK_TABLE = "telemetry_gpuchunk"
+GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1m", 3600: "telemetry_gpurollup1h"}
+JOB_ROLLUP_TABLES = {60: "telemetry_jobrollup1m", 3600: "telemetry_jobrollup1h"}
+MONTHLY_TABLES = frozenset((GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600]))
+PACKED_TABLES = (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values())
+# Metrics a rollup keeps avg, max and min of (the rest: throttle reasons as bit_or, the
+# energy counter as min, max and last).
+ROLLUP_GAUGES = tuple(m.name for m in GPU_METRICS
+                      if m.name not in ("throttle_reasons", "energy_j"))

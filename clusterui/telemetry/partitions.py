@@ -1,8 +1,9 @@
-"""Daily range partitions of the raw sample tables.
+"""Range partitions of the time-series tables: by day, or by month for the 1-hour rollups.
 
-Partitions are created ahead of time by the beat task, and on demand by ingest for any
+Raw partitions are created ahead of time by the beat task, and on demand by ingest for any
 day a batch carries that has none yet (history back-filled by a collector, an old
-spool being replayed). Retention drops whole partitions: no giant DELETE.
+spool being replayed); the packed and rollup tables' partitions are created on demand by
+compaction. Retention drops whole partitions: no giant DELETE.
 """
 
 import datetime as dt
@@ -11,20 +12,34 @@ import zlib
 
 from django.db import connection
 
-from clusterui.telemetry.metrics import SAMPLE_TABLES
+from clusterui.telemetry.metrics import MONTHLY_TABLES, SAMPLE_TABLES
 
 log = logging.getLogger(__name__)
 
 _known: set[tuple[str, dt.date]] = set()
 
 
+def _first(table: str, day: dt.date) -> dt.date:
+    """The first day of the partition holding ``day``."""
+    return day.replace(day=1) if table in MONTHLY_TABLES else day
+
+
+def _next(table: str, first: dt.date) -> dt.date:
+    if table in MONTHLY_TABLES:
+        return (first + dt.timedelta(days=32)).replace(day=1)
+    return first + dt.timedelta(days=1)
+
+
 def partition_name(table: str, day: dt.date) -> str:
+    if table in MONTHLY_TABLES:
+        return f"{table}_p{day:%Y%m}"
     return f"{table}_p{day:%Y%m%d}"
 
 
-def _bounds(day: dt.date) -> tuple[str, str]:
+def _bounds(table: str, day: dt.date) -> tuple[str, str]:
     start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
-    return start.isoformat(), (start + dt.timedelta(days=1)).isoformat()
+    end = dt.datetime.combine(_next(table, day), dt.time(), tzinfo=dt.UTC)
+    return start.isoformat(), end.isoformat()
 
 
 def ensure_partitions(days, tables=SAMPLE_TABLES) -> int:
@@ -35,12 +50,13 @@ def ensure_partitions(days, tables=SAMPLE_TABLES) -> int:
     transaction, so a long ingest never holds the parent's lock while it waits.
     """
     created = 0
+    days = set(days)
     for table in tables:
-        for day in sorted(set(days)):
+        for day in sorted({_first(table, d) for d in days}):
             if (table, day) in _known:
                 continue
             name = partition_name(table, day)
-            lo, hi = _bounds(day)
+            lo, hi = _bounds(table, day)
             with connection.cursor() as cur:
                 cur.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
                 if not cur.fetchone()[0]:
@@ -78,8 +94,9 @@ def existing_partitions(table: str) -> list[tuple[str, dt.date]]:
         )
         names = [row[0] for row in cur.fetchall()]
     prefix = f"{table}_p"
+    pattern = "%Y%m" if table in MONTHLY_TABLES else "%Y%m%d"
     return [
-        (n, dt.datetime.strptime(n[len(prefix):], "%Y%m%d").date())
+        (n, dt.datetime.strptime(n[len(prefix):], pattern).date())
         for n in names if n.startswith(prefix)
     ]
 
@@ -89,11 +106,11 @@ def create_ahead(today: dt.date, days_ahead: int) -> int:
 
 
 def drop_older_than(cutoff: dt.date, tables=SAMPLE_TABLES) -> list[str]:
-    """Drop every raw partition that ends on or before ``cutoff``."""
+    """Drop every partition of these tables that ends on or before ``cutoff``."""
     dropped = []
     for table in tables:
         for name, day in existing_partitions(table):
-            if day < cutoff:
+            if _next(table, day) <= cutoff:
                 with connection.cursor() as cur:
                     cur.execute(f'DROP TABLE IF EXISTS "{name}"')
                 dropped.append(name)

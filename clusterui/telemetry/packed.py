@@ -1,0 +1,308 @@
+"""Writing and reading the packed tier and the rollups.
+
+``write_hours`` is the bulk writer: given whole (GPU, hour) blocks of samples as numpy arrays
+(``codec.Block``), it writes their chunks, recomputes their GPU rollups (1 minute, 1 hour)
+from the blocks in memory, and recomputes the rollups of every job seen in them from the
+GPU 1-minute rollups, replacing whatever those (GPU, hour)s and (job, hour)s held before:
+writing the same hour twice gives the same rows. Compaction calls it inside its
+transaction; a benchmark can call it directly to fill a database (``replace=False`` skips
+the deletes on an empty one).
+
+Rollup columns (``migrations/0003``): ``n`` samples; for each gauge ``<m>_avg`` (over the
+samples where it is not null), ``<m>_max``, ``<m>_min``; ``throttle_reasons_or`` (bit_or);
+``energy_j_min``/``_max``/``_last``. Job rollups, per job and bucket over the job's GPUs:
+``gpus``, ``samples``, ``gpu_s`` (GPU-seconds covered: samples x the node's sampling
+interval, at most the bucket per GPU), ``util_pct``/``sm_active_pct``/``busy_pct``
+(sample-weighted means; busy is SM activity where reported, NVML utilization otherwise),
+``power_w`` (each GPU's mean power over the bucket, summed over the GPUs) and
+``mem_used_max_mib``.
+"""
+
+import datetime as dt
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import connection
+
+from clusterui.telemetry import codec, partitions
+from clusterui.telemetry.metrics import (
+    GPU_CHUNK_TABLE,
+    GPU_ROLLUP_TABLES,
+    JOB_ROLLUP_TABLES,
+    ROLLUP_GAUGES,
+)
+
+HOUR_MS = 3_600_000
+ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+_PG_EPOCH_US = 946_684_800_000_000
+UTC = dt.UTC
+
+
+def ms_to_dt(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def dt_to_ms(t: dt.datetime) -> int:
+    return round(t.timestamp() * 1000)
+
+
+# --- binary COPY straight from numpy columns -------------------------------------------
+
+_TYPES = {"int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8",
+          "timestamptz_ms": ">i8"}
+
+
+def copy_arrays(cur, table: str, columns: list[tuple[str, str, np.ndarray, np.ndarray | None]],
+                *, rows_per_write: int = 100_000) -> int:
+    """COPY rows given as columns: (name, type, values, null mask or None). Types are
+    ``_TYPES``' keys; ``timestamptz_ms`` takes int64 ms since the epoch. The binary COPY
+    buffer is built by numpy, so millions of rows cost seconds, not minutes."""
+    n = len(columns[0][2]) if columns else 0
+    if n == 0:
+        return 0
+    names = ", ".join(c[0] for c in columns)
+    with cur.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0))
+        for lo in range(0, n, rows_per_write):
+            hi = min(n, lo + rows_per_write)
+            copy.write(_binary_rows(columns, lo, hi))
+        copy.write(struct.pack(">h", -1))
+    return n
+
+
+def _binary_rows(columns, lo: int, hi: int) -> bytes:
+    n = hi - lo
+    ncol = len(columns)
+    prepared = []
+    lens = np.empty((n, ncol), np.int64)
+    for j, (_, kind, values, nulls) in enumerate(columns):
+        dtype = np.dtype(_TYPES[kind])
+        v = np.asarray(values[lo:hi])
+        if kind == "timestamptz_ms":
+            v = v.astype(np.int64) * 1000 - _PG_EPOCH_US
+        null = (np.zeros(n, bool) if nulls is None else np.asarray(nulls[lo:hi], bool))
+        if v.dtype.kind == "f":
+            null = null | np.isnan(v)
+            v = np.where(null, 0, v)
+        data = v.astype(dtype).view(np.uint8).reshape(n, dtype.itemsize)
+        lens[:, j] = np.where(null, 4, 4 + dtype.itemsize)
+        prepared.append((null, data, dtype.itemsize))
+    row_len = 2 + lens.sum(axis=1)
+    row_off = np.concatenate(([0], np.cumsum(row_len)[:-1]))
+    buf = np.empty(int(row_len.sum()), np.uint8)
+    buf[row_off[:, None] + np.arange(2)] = np.frombuffer(struct.pack(">h", ncol), np.uint8)
+    pos = row_off + 2
+    four = np.arange(4)
+    minus_one = np.frombuffer(struct.pack(">i", -1), np.uint8)
+    for j, (null, data, size) in enumerate(prepared):
+        length = np.frombuffer(struct.pack(">i", size), np.uint8)
+        buf[pos[:, None] + four] = np.where(null[:, None], minus_one, length)
+        keep = ~null
+        buf[(pos[keep] + 4)[:, None] + np.arange(size)] = data[keep]
+        pos = pos + lens[:, j]
+    return buf.tobytes()
+
+
+# --- rollups from blocks ------------------------------------------------------------------
+
+@dataclass
+class Rollup:
+    """Rollup rows as columns: ``gpu``, ``bucket`` (ms), ``job`` (1-minute only), ``n``,
+    and ``cols``: column name -> (values, null mask)."""
+
+    gpu: np.ndarray
+    bucket: np.ndarray
+    job: np.ndarray | None
+    n: np.ndarray
+    cols: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def _concat(blocks: list[tuple[int, codec.Block]]):
+    gpu = np.concatenate([np.full(len(b), g, np.int64) for g, b in blocks])
+    ts = np.concatenate([b.ts for _, b in blocks])
+    job = np.concatenate([b.job for _, b in blocks])
+    values = {m: np.concatenate([b.values[m] for _, b in blocks]) for m in codec.GPU_METRIC_NAMES}
+    nulls = {m: np.concatenate([b.nulls[m] for _, b in blocks]) for m in codec.GPU_METRIC_NAMES}
+    return gpu, ts, job, values, nulls
+
+
+def gpu_rollup(blocks: list[tuple[int, codec.Block]], width_s: int, *, by_job: bool
+               ) -> Rollup:
+    """Per (GPU, bucket[, job]) aggregates of these blocks' samples."""
+    gpu, ts, job, values, nulls = _concat(blocks)
+    bucket = ts - ts % (width_s * 1000)
+    keys = [gpu, bucket] + ([job] if by_job else [])
+    order = np.lexsort(keys[::-1])
+    keys = [k[order] for k in keys]
+    change = np.zeros(len(order), bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    starts = np.flatnonzero(change)
+    n = np.diff(np.append(starts, len(order)))
+    cols: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for m in ROLLUP_GAUGES:
+        v = values[m][order].astype(np.float64)
+        null = nulls[m][order]
+        count = np.add.reduceat((~null).astype(np.int64), starts)
+        empty = count == 0
+        total = np.add.reduceat(np.where(null, 0.0, v), starts)
+        cols[f"{m}_avg"] = (total / np.maximum(count, 1), empty)
+        cols[f"{m}_max"] = (np.maximum.reduceat(np.where(null, -np.inf, v), starts), empty)
+        cols[f"{m}_min"] = (np.minimum.reduceat(np.where(null, np.inf, v), starts), empty)
+    null = nulls["throttle_reasons"][order]
+    bits = np.where(null, 0, values["throttle_reasons"][order])
+    cols["throttle_reasons_or"] = (np.bitwise_or.reduceat(bits, starts),
+                                   np.add.reduceat((~null).astype(np.int64), starts) == 0)
+    null = nulls["energy_j"][order]
+    e = values["energy_j"][order]
+    empty = np.add.reduceat((~null).astype(np.int64), starts) == 0
+    cols["energy_j_min"] = (np.minimum.reduceat(np.where(null, np.inf, e), starts), empty)
+    cols["energy_j_max"] = (np.maximum.reduceat(np.where(null, -np.inf, e), starts), empty)
+    last = np.maximum.reduceat(np.where(null, -1, np.arange(len(e))), starts)
+    cols["energy_j_last"] = (e[np.maximum(last, 0)], empty)
+    return Rollup(gpu=keys[0][starts], bucket=keys[1][starts],
+                  job=keys[2][starts] if by_job else None, n=n, cols=cols)
+
+
+def _rollup_columns(r: Rollup) -> list:
+    int_cols = {f"mem_used_mib_{a}" for a in ("max", "min")}
+    out = [("gpu_id", "int4", r.gpu, None), ("bucket", "timestamptz_ms", r.bucket, None)]
+    if r.job is not None:
+        out.append(("job_id", "int4", r.job, None))
+    out.append(("n", "int4", r.n, None))
+    for name, (values, null) in r.cols.items():
+        if name == "throttle_reasons_or":
+            kind = "int8"
+        elif name.startswith("energy_j"):
+            kind = "float8"
+        elif name in int_cols:
+            kind = "int4"
+        else:
+            kind = "float4"
+        out.append((name, kind, values, null))
+    return out
+
+
+# --- the bulk writer ------------------------------------------------------------------------
+
+_DELETE_HOURS = """
+DELETE FROM {table} r
+USING unnest(%s::int[], %s::timestamptz[]) AS u(gpu_id, start)
+WHERE r.gpu_id = u.gpu_id AND r.{col} >= u.start AND r.{col} < u.start + interval '1 hour'
+  AND r.{col} >= %s AND r.{col} < %s
+"""
+
+_JOB_ROLLUP_SQL = """
+INSERT INTO {table} (job_id, bucket, gpus, samples, gpu_s, util_pct, sm_active_pct,
+                     busy_pct, power_w, mem_used_max_mib)
+SELECT job_id, bucket, count(*), sum(n), sum(gpu_s),
+       sum(util_s) / NULLIF(sum(util_n), 0), sum(sm_s) / NULLIF(sum(sm_n), 0),
+       sum(busy_s) / NULLIF(sum(busy_n), 0), sum(power), max(mem)
+FROM (
+    SELECT r.job_id, r.gpu_id, date_bin(%(width)s, r.bucket, %(origin)s) AS bucket,
+           sum(r.n) AS n,
+           sum(LEAST(r.n * COALESCE(nd.sample_interval_s, 10), 60)) AS gpu_s,
+           sum(r.util_pct_avg * r.n) AS util_s,
+           sum(r.n) FILTER (WHERE r.util_pct_avg IS NOT NULL) AS util_n,
+           sum(r.sm_active_pct_avg * r.n) AS sm_s,
+           sum(r.n) FILTER (WHERE r.sm_active_pct_avg IS NOT NULL) AS sm_n,
+           sum(COALESCE(r.sm_active_pct_avg, r.util_pct_avg) * r.n) AS busy_s,
+           sum(r.n) FILTER (WHERE COALESCE(r.sm_active_pct_avg, r.util_pct_avg) IS NOT NULL)
+               AS busy_n,
+           sum(r.power_w_avg * r.n)
+               / NULLIF(sum(r.n) FILTER (WHERE r.power_w_avg IS NOT NULL), 0) AS power,
+           max(r.mem_used_mib_max) AS mem
+    FROM unnest(%(job)s::int[], %(hour)s::timestamptz[]) AS t(job_id, hour)
+    JOIN telemetry_gpurollup1m r
+      ON r.job_id = t.job_id AND r.bucket >= t.hour AND r.bucket < t.hour + interval '1 hour'
+    JOIN inventory_gpu g ON g.id = r.gpu_id
+    JOIN inventory_node nd ON nd.id = g.node_id
+    WHERE r.bucket >= %(lo)s AND r.bucket < %(hi)s
+    GROUP BY 1, 2, 3
+) per_gpu
+GROUP BY job_id, bucket
+"""
+
+_DELETE_JOB_HOURS = """
+DELETE FROM {table} r
+USING unnest(%(job)s::int[], %(hour)s::timestamptz[]) AS t(job_id, hour)
+WHERE r.job_id = t.job_id AND r.bucket >= t.hour AND r.bucket < t.hour + interval '1 hour'
+  AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
+"""
+
+
+@dataclass
+class Written:
+    chunks: int = 0
+    samples: int = 0
+    rollup_rows: int = 0
+    jobs: int = 0
+
+
+def ensure_partitions(starts_ms) -> None:
+    """The packed and rollup partitions for these hours (checked in the catalog every time,
+    not from the in-process cache: a rolled-back transaction may have removed them)."""
+    days = {ms_to_dt(int(s)).date() for s in starts_ms}
+    partitions.forget_known()
+    partitions.ensure_partitions(days, tables=(GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(),
+                                               *JOB_ROLLUP_TABLES.values()))
+
+
+def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) -> Written:
+    """Chunks and rollups for whole (gpu id, Block) hours, each Block one clock hour
+    (``start`` hour-aligned, samples sorted by time, no repeated timestamps), all in the
+    caller's transaction; the partitions must exist (``ensure_partitions``).
+
+    ``replace``: delete what these (GPU, hour)s and their jobs' hours held first (compaction,
+    late data); False on an empty database (a benchmark filling one)."""
+    blocks = [(g, b) for g, b in blocks if len(b)]
+    out = Written()
+    if not blocks:
+        return out
+    gpus = [g for g, _ in blocks]
+    starts = [ms_to_dt(b.start) for _, b in blocks]
+    lo, hi = min(starts), max(starts) + dt.timedelta(hours=1)
+    with connection.cursor() as wrapper:
+        cur = wrapper.cursor
+        if replace:
+            for table, col in ((GPU_CHUNK_TABLE, "start"), (GPU_ROLLUP_TABLES[60], "bucket"),
+                               (GPU_ROLLUP_TABLES[3600], "bucket")):
+                cur.execute(_DELETE_HOURS.format(table=table, col=col), [gpus, starts, lo, hi])
+        with cur.copy(f"COPY {GPU_CHUNK_TABLE} (gpu_id, start, n, data) FROM STDIN "
+                      "(FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "timestamptz", "int4", "bytea"])
+            for (g, b), start in zip(blocks, starts, strict=True):
+                copy.write_row((g, start, len(b),
+                                codec.pack(b.start, b.ts, b.job, b.values, b.nulls)))
+        out.chunks = len(blocks)
+        out.samples = sum(len(b) for _, b in blocks)
+        minute = gpu_rollup(blocks, 60, by_job=True)
+        hour = gpu_rollup(blocks, 3600, by_job=False)
+        out.rollup_rows = copy_arrays(cur, GPU_ROLLUP_TABLES[60], _rollup_columns(minute))
+        out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[3600], _rollup_columns(hour))
+        pairs = {(int(j), int(b - b % HOUR_MS)) for j, b in zip(minute.job, minute.bucket,
+                                                                strict=True) if j}
+        out.jobs = len({j for j, _ in pairs})
+        if pairs:
+            params = {"job": [j for j, _ in pairs], "hour": [ms_to_dt(h) for _, h in pairs],
+                      "lo": lo, "hi": hi, "origin": ORIGIN}
+            for width, table in JOB_ROLLUP_TABLES.items():
+                if replace:
+                    cur.execute(_DELETE_JOB_HOURS.format(table=table), params)
+                cur.execute(_JOB_ROLLUP_SQL.format(table=table),
+                            {**params, "width": dt.timedelta(seconds=width)})
+    return out
+
+
+# --- reading chunks -------------------------------------------------------------------------
+
+def read_blocks(gpu_ids, start: dt.datetime, end: dt.datetime) -> list[tuple[int, codec.Block]]:
+    """The chunks of these GPUs overlapping [start, end), decoded (whole hours)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT gpu_id, data FROM {GPU_CHUNK_TABLE} WHERE gpu_id = ANY(%s) "
+            "AND start > %s AND start < %s ORDER BY gpu_id, start",
+            [list(gpu_ids), start - dt.timedelta(hours=1), end])
+        return [(g, codec.unpack(bytes(data))) for g, data in cur.fetchall()]
