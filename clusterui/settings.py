@@ -217,7 +217,16 @@ RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
 # and DETECTOR_MIN_SAMPLES samples per GPU (jobstats: 10 sampling periods).
 DETECTOR_WINDOW_S = env_int("DETECTOR_WINDOW_S", 3600, minimum=300, maximum=86400)
 DETECTOR_GRACE_S = env_int("DETECTOR_GRACE_S", 600, minimum=0, maximum=86400)
+# Raw GPU samples at full resolution, hot table and packed hour chunks together.
 DETECTOR_MIN_SPAN_S = env_int("DETECTOR_MIN_SPAN_S", 300, minimum=60,
+# Closed hours of GPU samples kept in the hot table before compaction packs them (it also
+# waits for the detectors), and how many GPUs one compaction transaction takes.
+RAW_HOT_HOURS = env_int("RAW_HOT_HOURS", 2, minimum=1, maximum=24 * 7)
+COMPACTION_GPUS_PER_TRANSACTION = env_int("COMPACTION_GPUS_PER_TRANSACTION", 256, minimum=1,
+                                          maximum=100_000)
+# Rollups (per GPU and per job) outlive the raw samples.
+ROLLUP_1M_RETENTION_DAYS = env_int("ROLLUP_1M_RETENTION_DAYS", 60, minimum=1)
+ROLLUP_1H_RETENTION_DAYS = env_int("ROLLUP_1H_RETENTION_DAYS", 400, minimum=1)
                               maximum=DETECTOR_WINDOW_S)
 DETECTOR_MIN_SAMPLES = env_int("DETECTOR_MIN_SAMPLES", 10, minimum=2)
 # Data younger than this is left for the next pass (batches still in flight).

@@ -109,6 +109,35 @@ def _select_jobs(now: dt.datetime, t: Thresholds) -> list[Job]:
     )
 
 
+def oldest_unread(now: dt.datetime | None = None, thresholds: Thresholds | None = None
+                  ) -> dt.datetime | None:
+    """The time of the oldest raw GPU sample a coming pass may still read, or None.
+
+    Passes read the hot table only (``slices``): a job's samples after its ``through``, and
+    a job seen for the first time from its first sample. Compaction moves no hot row at or
+    after this time, so no sample leaves the hot table before the detectors have read it.
+    """
+    now = now or timezone.now()
+    t = thresholds or Thresholds.from_settings()
+    jobs = _select_jobs(now, t)
+    eff = {j.id: getattr(j, "efficiency", None) for j in jobs}
+    marks = [e.through for e in eff.values() if e is not None and e.through is not None]
+    fresh = [j for j in jobs if eff[j.id] is None or eff[j.id].through is None]
+    if fresh:
+        gpus_of = _load_gpus([j.id for j in fresh])
+        marks += slices.first_samples([(j.id, g.gpu_id, _first_from(j))
+                                       for j in fresh for g in gpus_of.get(j.id, ())]).values()
+    return min(marks) if marks else None
+
+
+def _first_from(job: Job) -> dt.datetime:
+    """Where a job seen for the first time may have samples: from its start (the GPU was
+    the job's since), or a day before it was first seen."""
+    if job.started_at:
+        return job.started_at - dt.timedelta(minutes=1)
+    return job.first_seen - dt.timedelta(days=1)
+
+
 def _load_gpus(job_ids: list[int]) -> dict[int, list[GpuInfo]]:
     out: dict[int, list[GpuInfo]] = {}
     rows = JobGpu.objects.filter(job_id__in=job_ids).values_list(
@@ -196,10 +225,8 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
                                                               "sample_interval_s")}
     fabric = _fabric(node_ids)
     fresh = [j for j in jobs if gpus_of.get(j.id) and getattr(j, "efficiency", None) is None]
-    # From the job's start (the GPU was the job's since), or a day before it was first seen.
-    firsts = slices.first_samples([
-        (j.id, g.gpu_id, (j.started_at - dt.timedelta(minutes=1)) if j.started_at
-         else j.first_seen - dt.timedelta(days=1)) for j in fresh for g in gpus_of[j.id]])
+    firsts = slices.first_samples([(j.id, g.gpu_id, _first_from(j))
+                                   for j in fresh for g in gpus_of[j.id]])
     plans = [p for j in jobs if gpus_of.get(j.id)
              for p in [_plan(j, gpus_of[j.id], nodes, firsts.get(j.id), now, t)]
              if p is not None]

@@ -4,7 +4,8 @@
 (``codec.Block``), it writes their chunks, recomputes their GPU rollups (1 minute, 1 hour)
 from the blocks in memory, and recomputes the rollups of every job seen in them from the
 GPU 1-minute rollups, replacing whatever those (GPU, hour)s and (job, hour)s held before:
-writing the same hour twice gives the same rows. Compaction calls it inside its
+writing the same hour twice gives the same rows. ``raw_samples`` reads full-resolution
+samples back from both tiers. Compaction calls it inside its
 transaction; a benchmark can call it directly to fill a database (``replace=False`` skips
 the deletes on an empty one).
 
@@ -28,7 +29,9 @@ from django.db import connection
 from clusterui.telemetry import codec, partitions
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
+    GPU_METRIC_NAMES,
     GPU_ROLLUP_TABLES,
+    GPU_SAMPLE_TABLE,
     JOB_ROLLUP_TABLES,
     ROLLUP_GAUGES,
 )
@@ -37,6 +40,8 @@ HOUR_MS = 3_600_000
 ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 _PG_EPOCH_US = 946_684_800_000_000
 UTC = dt.UTC
+# A hot row's time as the codec keeps it: ms since the epoch.
+TS_MS = "round(extract(epoch FROM ts) * 1000)::bigint"
 
 
 def ms_to_dt(ms: int) -> dt.datetime:
@@ -122,8 +127,8 @@ def _concat(blocks: list[tuple[int, codec.Block]]):
     gpu = np.concatenate([np.full(len(b), g, np.int64) for g, b in blocks])
     ts = np.concatenate([b.ts for _, b in blocks])
     job = np.concatenate([b.job for _, b in blocks])
-    values = {m: np.concatenate([b.values[m] for _, b in blocks]) for m in codec.GPU_METRIC_NAMES}
-    nulls = {m: np.concatenate([b.nulls[m] for _, b in blocks]) for m in codec.GPU_METRIC_NAMES}
+    values = {m: np.concatenate([b.values[m] for _, b in blocks]) for m in GPU_METRIC_NAMES}
+    nulls = {m: np.concatenate([b.nulls[m] for _, b in blocks]) for m in GPU_METRIC_NAMES}
     return gpu, ts, job, values, nulls
 
 
@@ -296,13 +301,107 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
     return out
 
 
-# --- reading chunks -------------------------------------------------------------------------
+# --- blocks from rows, merging ---------------------------------------------------------
 
-def read_blocks(gpu_ids, start: dt.datetime, end: dt.datetime) -> list[tuple[int, codec.Block]]:
-    """The chunks of these GPUs overlapping [start, end), decoded (whole hours)."""
+def blocks_from_rows(rows) -> list[tuple[int, codec.Block]]:
+    """(gpu, ts ms, job, *metrics) rows -> one Block per (GPU, hour), sorted by time."""
+    cols = list(zip(*rows, strict=True))
+    gpu = np.array(cols[0], np.int64)
+    ts = np.array(cols[1], np.int64)
+    job = np.array([0 if j is None else j for j in cols[2]], np.int64)
+    values, nulls = {}, {}
+    for name, col in zip(GPU_METRIC_NAMES, cols[3:], strict=True):
+        null = np.array([v is None for v in col], bool)
+        if name in codec.INTEGER_METRICS:
+            values[name] = np.array([0 if v is None else v for v in col], np.int64)
+        else:
+            values[name] = np.array(col, np.float64)  # None becomes NaN
+        nulls[name] = null
+    return split_hours(gpu, ts, job, values, nulls)
+
+
+def split_hours(gpu, ts, job, values, nulls) -> list[tuple[int, codec.Block]]:
+    """Parallel sample arrays of any GPUs and hours -> one deduplicated Block per
+    (GPU, hour); of samples with the same GPU and ms, the last one given wins."""
+    hour = ts - ts % HOUR_MS
+    order = np.lexsort((np.arange(len(ts)), ts, gpu))
+    gpu, ts, hour, job = gpu[order], ts[order], hour[order], job[order]
+    keep = np.ones(len(ts), bool)
+    keep[:-1] = (gpu[1:] != gpu[:-1]) | (ts[1:] != ts[:-1])
+    values = {m: v[order][keep] for m, v in values.items()}
+    nulls = {m: v[order][keep] for m, v in nulls.items()}
+    gpu, ts, hour, job = gpu[keep], ts[keep], hour[keep], job[keep]
+    cuts = np.flatnonzero((gpu[1:] != gpu[:-1]) | (hour[1:] != hour[:-1])) + 1
+    out = []
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ts)], strict=True):
+        out.append((int(gpu[lo]), codec.Block(
+            start=int(hour[lo]), ts=ts[lo:hi], job=job[lo:hi],
+            values={m: v[lo:hi] for m, v in values.items()},
+            nulls={m: v[lo:hi] for m, v in nulls.items()})))
+    return out
+
+
+def merge(old: codec.Block, new: codec.Block) -> codec.Block:
+    """One hour's chunk and late samples of it: sorted, one sample per ms (``new`` wins)."""
+    n = len(old) + len(new)
+    merged = split_hours(
+        np.zeros(n, np.int64), np.concatenate([old.ts, new.ts]),
+        np.concatenate([old.job, new.job]),
+        {m: np.concatenate([old.values[m], new.values[m]]) for m in GPU_METRIC_NAMES},
+        {m: np.concatenate([old.nulls[m], new.nulls[m]]) for m in GPU_METRIC_NAMES})
+    return merged[0][1]
+
+
+# --- reading both tiers ---------------------------------------------------------------------
+
+def raw_samples(gpu_ids, start: dt.datetime, end: dt.datetime, *, job_id: int | None = None
+                ) -> list[tuple[int, codec.Block]]:
+    """Every sample of these GPUs in [start, end) at full resolution, from the packed and
+    the hot tier together (one statement: one snapshot, so a compaction committing
+    meanwhile neither hides nor doubles a sample), as one Block per (GPU, hour).
+
+    With ``job_id``, only the samples attributed to that job (pass the job's GPUs)."""
+    gpu_ids = sorted(set(gpu_ids))
+    if not gpu_ids:
+        return []
+    nulls_sql = ", ".join(f"NULL::{'bigint' if m in codec.INTEGER_METRICS else 'float8'}"
+                          for m in GPU_METRIC_NAMES)
+    cols = ", ".join(GPU_METRIC_NAMES)
     with connection.cursor() as cur:
         cur.execute(
-            f"SELECT gpu_id, data FROM {GPU_CHUNK_TABLE} WHERE gpu_id = ANY(%s) "
-            "AND start > %s AND start < %s ORDER BY gpu_id, start",
-            [list(gpu_ids), start - dt.timedelta(hours=1), end])
-        return [(g, codec.unpack(bytes(data))) for g, data in cur.fetchall()]
+            f"""
+            SELECT gpu_id, NULL::bigint, NULL::int, data, {nulls_sql}
+            FROM {GPU_CHUNK_TABLE}
+            WHERE gpu_id = ANY(%s) AND start > %s AND start < %s
+            UNION ALL
+            SELECT gpu_id, {TS_MS}, job_id, NULL::bytea, {cols}
+            FROM {GPU_SAMPLE_TABLE}
+            WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s
+            """,
+            [gpu_ids, start - dt.timedelta(hours=1), end, gpu_ids, start, end])
+        rows = cur.fetchall()
+    hot = [(r[0], r[1], r[2], *r[4:]) for r in rows if r[3] is None]
+    parts = [(g, codec.unpack(bytes(r[3]))) for r in rows if r[3] is not None for g in [r[0]]]
+    if hot:
+        parts += blocks_from_rows(hot)
+    lo, hi = dt_to_ms(start), dt_to_ms(end)
+    out = []
+    for gpu_id, block in parts:
+        keep = (block.ts >= lo) & (block.ts < hi)
+        if job_id is not None:
+            keep &= block.job == job_id
+        if keep.any():
+            out.append((gpu_id, _take(block, keep)))
+    out.sort(key=lambda gb: (gb[0], gb[1].start))
+    # A chunk and late hot rows of the same hour (compaction has not merged them yet).
+    by_key: dict[tuple[int, int], codec.Block] = {}
+    for gpu_id, block in out:
+        key = (gpu_id, block.start)
+        by_key[key] = merge(by_key[key], block) if key in by_key else block
+    return [(g, b) for (g, _), b in by_key.items()]
+
+
+def _take(block: codec.Block, keep: np.ndarray) -> codec.Block:
+    return codec.Block(start=block.start, ts=block.ts[keep], job=block.job[keep],
+                       values={m: v[keep] for m, v in block.values.items()},
+                       nulls={m: v[keep] for m, v in block.nulls.items()})

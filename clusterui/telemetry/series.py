@@ -1,22 +1,41 @@
-"""Time series read back for charts, the API and the detectors.
+"""Time series read back for charts and the API.
 
 Every reader returns series *aligned* on one time axis of fixed ``step`` buckets, at a
 resolution that fits the range: about ``MAX_POINTS`` points per series at most, never the
 raw rows of a long range. Buckets with no sample are ``None`` (a gap is shown, not hidden).
+
+GPU series read both storage tiers, whatever the range: a sample is in exactly one of them
+(compaction moves it in one transaction), so each bucket combines partial aggregates
+(sum and count, max or min) from every source:
+
+- step a multiple of 60 s (3,600 s): the 1-minute (1-hour) rollups plus the hot table
+  aggregated in SQL, in one statement (one snapshot), for the whole minutes (hours) of the
+  range; a range ending mid-minute (mid-hour) reads its last part like a short step does;
+- otherwise, and for what the rollups cannot answer (avg of the energy counter; anything
+  of the throttle-reason bit mask): the packed chunks, decoded, plus the hot table
+  aggregated in SQL, again in one statement.
+
+Values from the packed tier and the rollups carry the codec's quantisation
+(``codec.PRECISION``); the rollups' averages are float4.
 """
 
 import datetime as dt
 from dataclasses import dataclass, field
 
+import numpy as np
 from django.db import connection
 
+from clusterui.telemetry import codec, packed
 from clusterui.telemetry.metrics import (
+    GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
+    GPU_ROLLUP_TABLES,
     GPU_SAMPLE_TABLE,
     JOB_METRIC_NAMES,
     JOB_SAMPLE_TABLE,
     NIC_METRIC_NAMES,
     NIC_SAMPLE_TABLE,
+    ROLLUP_GAUGES,
 )
 
 MAX_POINTS = 600
@@ -71,9 +90,7 @@ def _check(start, end, metrics, known, step):
         raise SeriesError(f"step {step} s gives too many points for this range")
 
 
-def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimum,
-          sum_over: str | None = None) -> Series:
-    step = step or pick_step(start, end, minimum=minimum)
+def _axis(start, end, step) -> tuple[dt.datetime, list[dt.datetime]]:
     origin = _ORIGIN
     first = origin + dt.timedelta(seconds=((start - origin).total_seconds() // step) * step)
     axis = []
@@ -81,6 +98,13 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimu
     while t < end:
         axis.append(t)
         t += dt.timedelta(seconds=step)
+    return first, axis
+
+
+def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimum,
+          sum_over: str | None = None) -> Series:
+    step = step or pick_step(start, end, minimum=minimum)
+    first, axis = _axis(start, end, step)
     out = Series(start=start, end=end, step=step, ts=axis)
     keys = sorted(set(keys))
     for key in keys:
@@ -123,8 +147,161 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimu
 
 
 def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:
+    """GPU metrics from the hot table, the packed chunks and the rollups (module docstring)."""
     _check(start, end, metrics, GPU_METRIC_NAMES, step)
-    return _read(GPU_SAMPLE_TABLE, "gpu_id", gpu_ids, list(metrics), start, end, step, agg, minimum)
+    metrics = list(metrics)
+    step = step or pick_step(start, end, minimum=minimum)
+    first, axis = _axis(start, end, step)
+    out = Series(start=start, end=end, step=step, ts=axis)
+    keys = sorted(set(gpu_ids))
+    if not keys or not axis:
+        out.values = {k: {m: [None] * len(axis) for m in metrics} for k in keys}
+        return out
+    acc = _Partials(keys, metrics, len(axis), agg)
+    width = rollup_width(step, agg, metrics)
+    cut = first
+    if width:
+        cut = first + dt.timedelta(seconds=((end - first).total_seconds() // width) * width)
+    if cut > first:
+        acc.add_rows(_rollup_and_hot(keys, metrics, first, cut, step, agg, width))
+    if cut < end:
+        _packed_and_hot(acc, keys, metrics, first, cut, end, step, agg)
+    out.values = acc.result()
+    return out
+
+
+def rollup_width(step: int, agg: str, metrics) -> int | None:
+    """The rollup (60 or 3,600 s) that answers this read exactly, or None: raw data."""
+    if step % 60:
+        return None
+    for m in metrics:
+        if m in ROLLUP_GAUGES or (m == "energy_j" and agg in ("max", "min")):
+            continue
+        return None
+    return 3600 if step % 3600 == 0 else 60
+
+
+class _Partials:
+    """Per key, metric and bucket: the running sum (avg), max or min, and the count."""
+
+    def __init__(self, keys, metrics, n: int, agg: str):
+        self.metrics = metrics
+        self.agg = agg
+        fill = {"avg": 0.0, "max": -np.inf, "min": np.inf}[agg]
+        self.value = {k: np.full((len(metrics), n), fill) for k in keys}
+        self.count = {k: np.zeros((len(metrics), n), np.int64) for k in keys}
+        self.n = n
+
+    def add_rows(self, rows) -> None:
+        """(key, bucket index, value 1, count 1, value 2, count 2, ...) rows."""
+        for key, i, *parts in rows:
+            if not 0 <= i < self.n:
+                continue
+            value, count = self.value[key], self.count[key]
+            for j in range(len(self.metrics)):
+                v, c = parts[2 * j], parts[2 * j + 1]
+                if not c:
+                    continue
+                count[j, i] += c
+                if self.agg == "avg":
+                    value[j, i] += v
+                elif self.agg == "max":
+                    value[j, i] = max(value[j, i], v)
+                else:
+                    value[j, i] = min(value[j, i], v)
+
+    def add_block(self, key, block: codec.Block, first_ms: int, step_ms: int, lo_ms: int,
+                  hi_ms: int) -> None:
+        inside = (block.ts >= lo_ms) & (block.ts < hi_ms)
+        index = (block.ts - first_ms) // step_ms
+        inside &= (index >= 0) & (index < self.n)
+        value, count = self.value[key], self.count[key]
+        for j, m in enumerate(self.metrics):
+            ok = inside & ~block.nulls[m]
+            i, v = index[ok], block.values[m][ok].astype(np.float64)
+            np.add.at(count[j], i, 1)
+            if self.agg == "avg":
+                np.add.at(value[j], i, v)
+            elif self.agg == "max":
+                np.maximum.at(value[j], i, v)
+            else:
+                np.minimum.at(value[j], i, v)
+
+    def result(self) -> dict[int, dict[str, list[float | None]]]:
+        out = {}
+        for key, value in self.value.items():
+            count = self.count[key]
+            if self.agg == "avg":
+                value = value / np.maximum(count, 1)
+            out[key] = {m: [float(v) if c else None for v, c in zip(value[j], count[j],
+                                                                    strict=True)]
+                        for j, m in enumerate(self.metrics)}
+        return out
+
+
+def _hot_parts(metrics, agg) -> str:
+    if agg == "avg":
+        return ", ".join(f"sum({m})::float8, count({m})" for m in metrics)
+    return ", ".join(f"{agg}({m})::float8, count({m})" for m in metrics)
+
+
+def _rollup_parts(metrics, agg) -> str:
+    parts = []
+    for m in metrics:
+        if agg == "avg":
+            parts.append(f"sum({m}_avg::float8 * n), sum(n) FILTER (WHERE {m}_avg IS NOT NULL)")
+        else:
+            parts.append(f"{agg}({m}_{agg})::float8, count({m}_{agg})")
+    return ", ".join(parts)
+
+
+def _rollup_and_hot(keys, metrics, first, cut, step, agg, width):
+    """Partial aggregates for [first, cut) from the rollup and the hot table (one
+    statement, so a compaction committing meanwhile cannot move a sample between them)."""
+    table = GPU_ROLLUP_TABLES[width]
+    bucket = "floor(extract(epoch FROM {t} - %s) / %s)::int"
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""
+            SELECT gpu_id, {bucket.format(t="bucket")}, {_rollup_parts(metrics, agg)}
+            FROM {table}
+            WHERE gpu_id = ANY(%s) AND bucket >= %s AND bucket < %s
+            GROUP BY 1, 2
+            UNION ALL
+            SELECT gpu_id, {bucket.format(t="ts")}, {_hot_parts(metrics, agg)}
+            FROM {GPU_SAMPLE_TABLE}
+            WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s
+            GROUP BY 1, 2
+            """,
+            [first, step, keys, first, cut, first, step, keys, first, cut])
+        return cur.fetchall()
+
+
+def _packed_and_hot(acc: _Partials, keys, metrics, first, lo, hi, step, agg) -> None:
+    """Add [lo, hi): the packed chunks (decoded here) and the hot table (aggregated by the
+    database), in one statement."""
+    width = 2 * len(metrics)
+    blank = ", ".join(["NULL::float8"] * width)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""
+            SELECT gpu_id, NULL::int, data, {blank}
+            FROM {GPU_CHUNK_TABLE}
+            WHERE gpu_id = ANY(%s) AND start > %s AND start < %s
+            UNION ALL
+            SELECT gpu_id, floor(extract(epoch FROM ts - %s) / %s)::int, NULL::bytea,
+                   {_hot_parts(metrics, agg)}
+            FROM {GPU_SAMPLE_TABLE}
+            WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s
+            GROUP BY 1, 2
+            """,
+            [keys, lo - dt.timedelta(hours=1), hi, first, step, keys, lo, hi])
+        rows = cur.fetchall()
+    acc.add_rows((key, i, *parts) for key, i, data, *parts in rows if data is None)
+    first_ms, lo_ms, hi_ms = packed.dt_to_ms(first), packed.dt_to_ms(lo), packed.dt_to_ms(hi)
+    for key, _, data, *_ in rows:
+        if data is not None:
+            acc.add_block(key, codec.unpack(bytes(data)), first_ms, step * 1000, lo_ms, hi_ms)
 
 
 def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:

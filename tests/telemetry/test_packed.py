@@ -46,7 +46,7 @@ def test_write_hours_makes_chunks_and_rollups_and_replaces_them():
         written = packed.write_hours(blocks)
     assert (written.chunks, written.samples, written.jobs) == (2, 720, 1)
     assert fetch("SELECT count(*), sum(n) FROM telemetry_gpuchunk") == [(2, 720)]
-    got = packed.read_blocks([g1.id], HOUR, HOUR + dt.timedelta(hours=1))
+    got = packed.raw_samples([g1.id], HOUR, HOUR + dt.timedelta(hours=1))
     assert got[0][0] == g1.id and np.array_equal(got[0][1].ts, blocks[0][1].ts)
 
     minute = fetch("SELECT n, util_pct_avg, power_w_min, mem_used_mib_max, throttle_reasons_or,"

@@ -1,0 +1,182 @@
+"""Compaction: hot GPU rows older than the horizon become packed hour chunks and rollups.
+
+Ingest COPYs GPU samples into the hot table (``telemetry_gpusample``). Every few minutes
+(beat, ``clusterui.telemetry.compact``) this moves every hot row older than the *horizon*
+into its (GPU, hour) chunk:
+
+1. The horizon is the start of the clock hour ``RAW_HOT_HOURS`` before now, and never later
+   than the oldest sample the detectors have still to read
+   (``clusterui.findings.runner.oldest_unread``): they read raw rows from the hot table only.
+2. One closed hour at a time, oldest first (so memory is bounded by one hour of
+   ``COMPACTION_GPUS_PER_TRANSACTION`` GPUs, whatever the backlog), for that many GPUs at a
+   time, in one transaction: delete their hot rows of that hour, *returning* them (one
+   statement: a row that ingest adds meanwhile is neither deleted nor lost, it waits for
+   the next run); merge each (GPU, hour)
+   with the chunk it already has (late data, spool replays; one sample per millisecond,
+   the newest write wins); write the chunks and recompute their rollups (``packed``).
+3. One run at a time: a session advisory lock; a second run started meanwhile returns at
+   once. A run stops starting transactions after ``budget_s``; the next run goes on.
+
+``packed.raw_samples`` reads a GPU's (or a job's) samples at full resolution across both
+tiers.
+"""
+
+import datetime as dt
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from clusterui.telemetry import codec, packed, partitions
+from clusterui.telemetry.metrics import (
+    GPU_CHUNK_TABLE,
+    GPU_METRIC_NAMES,
+    GPU_SAMPLE_TABLE,
+)
+
+log = logging.getLogger(__name__)
+
+LOCK_KEY = zlib.crc32(b"clusterui.telemetry.compact")
+HOUR = dt.timedelta(hours=1)
+_COLS = ", ".join(GPU_METRIC_NAMES)
+
+
+@dataclass
+class CompactResult:
+    horizon: dt.datetime | None = None
+    held_back: bool = False  # the detectors' progress set the horizon, not RAW_HOT_HOURS
+    transactions: int = 0
+    rows: int = 0  # hot rows moved
+    chunks: int = 0  # chunks written (new or merged)
+    merged: int = 0  # of which merged with an existing chunk
+    unfinished: bool = False  # stopped by the time budget: the next run goes on
+    locked_out: bool = False
+    seconds: float = 0.0
+
+
+def floor_hour(t: dt.datetime) -> dt.datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def horizon(now: dt.datetime | None = None) -> tuple[dt.datetime, bool]:
+    """(Where compaction stops, whether the detectors held it back.) Hot rows older than
+    the horizon are packed; hour-aligned, so only closed hours are ever packed."""
+    from clusterui.findings.runner import oldest_unread
+
+    now = now or timezone.now()
+    hot = floor_hour(now - dt.timedelta(hours=settings.RAW_HOT_HOURS))
+    unread = oldest_unread(now)
+    if unread is not None and floor_hour(unread) < hot:
+        return floor_hour(unread), True
+    return hot, False
+
+
+def compact(now: dt.datetime | None = None, *, budget_s: float = 120.0,
+            gpus_per_transaction: int | None = None) -> CompactResult:
+    began = time.monotonic()
+    result = CompactResult()
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+        if not cur.fetchone()[0]:
+            result.locked_out = True
+            return result
+    try:
+        _compact(now, budget_s, gpus_per_transaction or settings.COMPACTION_GPUS_PER_TRANSACTION,
+                 result, began)
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+    result.seconds = time.monotonic() - began
+    if result.rows:
+        log.info("compaction up to %s: %d hot rows into %d chunks (%d merged), %d "
+                 "transactions, %.1f s%s", result.horizon, result.rows, result.chunks,
+                 result.merged, result.transactions, result.seconds,
+                 " (held back by the detectors)" if result.held_back else "")
+    return result
+
+
+def _compact(now, budget_s: float, per_txn: int, result: CompactResult, began: float) -> None:
+    limit, result.held_back = horizon(now)
+    result.horizon = limit
+    days = _days_to_compact(limit)
+    if not days:
+        return
+    starts = [packed.dt_to_ms(dt.datetime.combine(d, dt.time(), tzinfo=dt.UTC)) for d in days]
+    packed.ensure_partitions(starts)
+    # One closed hour at a time, oldest first: a transaction holds at most
+    # ``per_txn`` GPUs x one hour of samples in memory, whatever the backlog.
+    for hour in _hours_to_compact(days, limit):
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT DISTINCT gpu_id FROM {GPU_SAMPLE_TABLE} "
+                        "WHERE ts >= %s AND ts < %s", [hour, hour + HOUR])
+            gpu_ids = sorted(r[0] for r in cur.fetchall())
+        for i in range(0, len(gpu_ids), per_txn):
+            if time.monotonic() - began > budget_s:
+                result.unfinished = True
+                return
+            with transaction.atomic():
+                _compact_gpus(gpu_ids[i:i + per_txn], hour, hour + HOUR, result)
+            result.transactions += 1
+
+
+def _hours_to_compact(days: list[dt.date], limit: dt.datetime) -> list[dt.datetime]:
+    """The clock hours of these days before the horizon, oldest first."""
+    hours = []
+    for day in days:
+        t = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+        for _ in range(24):
+            if t >= limit:
+                break
+            hours.append(t)
+            t += HOUR
+    return hours
+
+
+def _days_to_compact(limit: dt.datetime) -> list[dt.date]:
+    """The days of the hot partitions that hold rows older than the horizon."""
+    days = []
+    for name, day in partitions.existing_partitions(GPU_SAMPLE_TABLE):
+        if dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC) >= limit:
+            continue
+        with connection.cursor() as cur:
+            cur.execute(f'SELECT EXISTS (SELECT 1 FROM "{name}" WHERE ts < %s)', [limit])
+            if cur.fetchone()[0]:
+                days.append(day)
+    return days
+
+
+def _compact_gpus(gpu_ids: list[int], lo: dt.datetime, hi: dt.datetime,
+                  result: CompactResult) -> None:
+    with connection.cursor() as cur:
+        cur.execute(
+            f"DELETE FROM {GPU_SAMPLE_TABLE} WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s "
+            f"RETURNING gpu_id, {packed.TS_MS}, job_id, {_COLS}",
+            [gpu_ids, lo, hi])
+        rows = cur.fetchall()
+    if not rows:
+        return
+    hot = packed.blocks_from_rows(rows)
+    lo = min(packed.ms_to_dt(b.start) for _, b in hot)
+    hi = max(packed.ms_to_dt(b.start) for _, b in hot) + HOUR
+    old = {}
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT gpu_id, (extract(epoch FROM start) * 1000)::bigint, data "
+            f"FROM {GPU_CHUNK_TABLE} WHERE gpu_id = ANY(%s) AND start >= %s AND start < %s",
+            [gpu_ids, lo, hi])
+        for gpu_id, start, data in cur.fetchall():
+            old[(gpu_id, start)] = data
+    blocks = []
+    for gpu_id, block in hot:
+        data = old.get((gpu_id, block.start))
+        if data is not None:
+            block = packed.merge(codec.unpack(bytes(data)), block)
+            result.merged += 1
+        blocks.append((gpu_id, block))
+    packed.write_hours(blocks)
+    result.rows += len(rows)
+    result.chunks += len(blocks)

@@ -1,0 +1,250 @@
+"""Compaction: hot rows become hour chunks and rollups, reads give the same series before and
+after, late data merges, the detectors hold the horizon back, retention keeps rollups."""
+
+import datetime as dt
+
+import numpy as np
+import psycopg
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from clusterui.findings.models import JobEfficiency
+from clusterui.findings.runner import run_pass
+from clusterui.telemetry import compaction, packed, partitions
+from clusterui.telemetry.series import gpu_series
+from clusterui.telemetry.tasks import maintain_partitions
+from tests import rows
+
+pytestmark = pytest.mark.django_db
+NOW = timezone.now().replace(minute=0, second=0, microsecond=0)
+T0 = NOW - dt.timedelta(hours=4)
+METRICS = ["util_pct", "sm_active_pct", "power_w", "mem_used_mib", "temp_c"]
+
+
+def util(gpu, k):
+    return round(7.31 + (k * 37 % 91) + gpu.index * 0.5, 2)
+
+
+def fetch(sql, params=()):
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+def hot_count(before=None):
+    return fetch("SELECT count(*) FROM telemetry_gpusample WHERE ts < %s",
+                 [before or NOW + dt.timedelta(days=1)])[0][0]
+
+
+def series_set(gpus, start, end):
+    ids = [g.id for g in gpus]
+    out = {}
+    for step in (10, 60, 300, 3600):
+        for agg in ("avg", "max", "min"):
+            s = gpu_series(ids, METRICS, start, end, step=step, agg=agg)
+            out[(step, agg)] = s.values
+    return out
+
+
+def assert_close(a, b, tol=0.006):
+    assert a.keys() == b.keys()
+    for key in a:
+        for gpu in a[key]:
+            for metric in a[key][gpu]:
+                x, y = a[key][gpu][metric], b[key][gpu][metric]
+                assert [v is None for v in x] == [v is None for v in y], (key, metric)
+                got = np.array([v for v in x if v is not None])
+                want = np.array([v for v in y if v is not None])
+                assert np.allclose(got, want, rtol=1e-6, atol=tol), (key, metric)
+
+
+@pytest.fixture
+def cluster():
+    node = rows.node(gpus=2, latest=False)
+    gpus = list(node.gpus.order_by("index"))
+    # Samples for three hours, the first two older than the horizon (NOW - 2 h).
+    rows.gpu_samples(gpus, T0 + dt.timedelta(seconds=3), T0 + dt.timedelta(hours=3), util=util)
+    return gpus
+
+
+def test_compaction_moves_closed_hours_and_the_series_stay_the_same(cluster):
+    before = series_set(cluster, T0, NOW)
+    result = compaction.compact(NOW)
+    assert result.horizon == NOW - dt.timedelta(hours=2) and not result.held_back
+    assert result.rows == 2 * 2 * 360 and result.chunks == 4
+    assert hot_count(NOW - dt.timedelta(hours=2)) == 0
+    assert hot_count() == 2 * 360  # the hour inside the horizon stays hot
+    assert fetch("SELECT count(*), sum(n) FROM telemetry_gpuchunk") == [(4, 1440)]
+    assert_close(series_set(cluster, T0, NOW), before)
+    # Over a range that ends mid-minute, too (the tail is read from the packed tier).
+    end = T0 + dt.timedelta(minutes=95, seconds=25)
+    for agg in ("avg", "max"):
+        got = gpu_series([cluster[0].id], METRICS, T0, end, step=300, agg=agg).values
+        compaction_free = {k: v for k, v in got.items()}
+        assert all(v is not None for v in compaction_free[cluster[0].id]["util_pct"])
+    again = compaction.compact(NOW)
+    assert again.rows == 0
+
+
+def test_the_rollups_equal_sql_over_the_raw_rows(cluster):
+    gpu_minutes = fetch(
+        """
+        SELECT gpu_id, date_bin('1 minute', ts, '2000-01-01'), count(*), avg(util_pct),
+               max(power_w), min(sm_active_pct), max(mem_used_mib)
+        FROM telemetry_gpusample WHERE ts < %s GROUP BY 1, 2 ORDER BY 1, 2
+        """, [NOW - dt.timedelta(hours=2)])
+    gpu_hours = fetch(
+        """
+        SELECT gpu_id, date_trunc('hour', ts), count(*), avg(temp_c), max(util_pct)
+        FROM telemetry_gpusample WHERE ts < %s GROUP BY 1, 2 ORDER BY 1, 2
+        """, [NOW - dt.timedelta(hours=2)])
+    compaction.compact(NOW)
+    got = fetch("SELECT gpu_id, bucket, n, util_pct_avg, power_w_max, sm_active_pct_min, "
+                "mem_used_mib_max FROM telemetry_gpurollup1m ORDER BY 1, 2")
+    assert len(got) == len(gpu_minutes) == 2 * 120
+    for g, w in zip(got, gpu_minutes, strict=True):
+        assert g[:3] == w[:3] and g[6] == w[6]
+        assert g[3] == pytest.approx(w[3], abs=0.006)
+        assert g[4] == pytest.approx(w[4], abs=0.001) and g[5] == pytest.approx(w[5], abs=0.006)
+    got = fetch("SELECT gpu_id, bucket, n, temp_c_avg, util_pct_max FROM telemetry_gpurollup1h "
+                "ORDER BY 1, 2")
+    assert [g[:3] for g in got] == [w[:3] for w in gpu_hours]
+    assert [g[3:] for g in got] == [pytest.approx(w[3:], abs=0.006) for w in gpu_hours]
+
+
+def test_job_rollups_aggregate_over_the_jobs_gpus():
+    node = rows.node(gpus=2, latest=False)
+    gpus = list(node.gpus.order_by("index"))
+    job = rows.job(gpus=gpus, state="ended", started_at=T0 - dt.timedelta(days=3),
+                   ended_at=T0 - dt.timedelta(days=2))  # long finished: no detector waits
+    rows.gpu_samples(gpus, T0, T0 + dt.timedelta(hours=1), util=util, job=job)
+    want = fetch(
+        """
+        SELECT date_bin('1 minute', ts, '2000-01-01'), count(*), count(DISTINCT gpu_id),
+               avg(util_pct), max(mem_used_mib)
+        FROM telemetry_gpusample WHERE job_id = %s GROUP BY 1 ORDER BY 1
+        """, [job.id])
+    power = fetch("SELECT avg(power_w) * 2 FROM telemetry_gpusample")[0][0]
+    compaction.compact(NOW)
+    got = fetch("SELECT bucket, samples, gpus, util_pct, mem_used_max_mib, gpu_s "
+                "FROM telemetry_jobrollup1m WHERE job_id = %s ORDER BY 1", [job.id])
+    assert [g[:3] for g in got] == [w[:3] for w in want]
+    assert [g[3] for g in got] == [pytest.approx(w[3], abs=0.006) for w in want]
+    assert {g[5] for g in got} == {120.0}  # 2 GPUs x 6 samples x 10 s
+    hour = fetch("SELECT samples, gpus, gpu_s, power_w FROM telemetry_jobrollup1h "
+                 "WHERE job_id = %s", [job.id])
+    assert hour == [(720, 2, 7200.0, pytest.approx(power, rel=1e-5))]
+
+
+def test_late_data_merges_into_its_chunk_and_its_rollups(cluster):
+    compaction.compact(NOW)
+    g = cluster[0]
+    hour = T0 + dt.timedelta(hours=1)
+    # A replayed spool: one sample the chunk already has, and one it does not.
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO telemetry_gpusample (ts, gpu_id, util_pct, power_w) VALUES "
+            "(%s, %s, 11.0, 100.0), (%s, %s, 99.0, 200.0)",
+            [hour + dt.timedelta(seconds=3), g.id, hour + dt.timedelta(seconds=5), g.id])
+    # Before compaction takes it, the reads already see it (both tiers at once).
+    merged = packed.raw_samples([g.id], hour, hour + dt.timedelta(minutes=1))
+    assert len(merged) == 1 and len(merged[0][1]) == 7
+    result = compaction.compact(NOW)
+    assert (result.rows, result.chunks, result.merged) == (2, 1, 1)
+    assert fetch("SELECT n FROM telemetry_gpuchunk WHERE gpu_id = %s AND start = %s",
+                 [g.id, hour]) == [(361,)]
+    block = packed.raw_samples([g.id], hour, hour + dt.timedelta(minutes=1))[0][1]
+    assert block.values["util_pct"][:2].tolist() == [11.0, 99.0]  # the newest write wins
+    n, util_max = fetch("SELECT n, util_pct_max FROM telemetry_gpurollup1m WHERE gpu_id = %s "
+                        "AND bucket = %s", [g.id, hour])[0]
+    assert n == 7 and util_max == 99.0
+    assert fetch("SELECT n FROM telemetry_gpurollup1h WHERE gpu_id = %s AND bucket = %s",
+                 [g.id, hour]) == [(361,)]
+
+
+def test_the_detectors_hold_the_horizon_back():
+    node = rows.node(gpus=1, latest=False)
+    gpu = node.gpus.get()
+    job = rows.job(gpus=[gpu], started_at=T0 - dt.timedelta(minutes=30))
+    rows.gpu_samples([gpu], T0 + dt.timedelta(seconds=3), T0 + dt.timedelta(hours=3),
+                     util=util, job=job)
+    # A job no pass has read yet: nothing from its first sample on may leave the hot table.
+    result = compaction.compact(NOW)
+    assert result.held_back and result.horizon == T0 and result.rows == 0
+    # A detector pass reads one hour of a backlog (DETECTOR_MAX_SAMPLES_PER_PASS samples):
+    # that hour may go, the rest waits for the next passes.
+    run_pass(NOW)
+    through = JobEfficiency.objects.get(job=job).through
+    assert T0 + dt.timedelta(hours=1) <= through < T0 + dt.timedelta(hours=1, minutes=1)
+    result = compaction.compact(NOW)
+    assert result.held_back and result.horizon == T0 + dt.timedelta(hours=1)
+    assert result.rows == 360
+    assert fetch("SELECT min(ts) FROM telemetry_gpusample")[0][0] > through - dt.timedelta(
+        seconds=10)
+    # The next pass goes on from there: nothing it needs has gone.
+    run_pass(NOW)
+    assert JobEfficiency.objects.get(job=job).through > through + dt.timedelta(minutes=59)
+
+
+def test_a_second_run_meanwhile_returns_at_once(cluster):
+    url = connection.settings_dict
+    with psycopg.connect(host=url["HOST"] or None, port=url["PORT"] or None,
+                         user=url["USER"], password=url["PASSWORD"] or None,
+                         dbname=url["NAME"], autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [compaction.LOCK_KEY])
+        assert compaction.compact(NOW).locked_out
+        other.execute("SELECT pg_advisory_unlock(%s)", [compaction.LOCK_KEY])
+    assert compaction.compact(NOW).rows == 4 * 360
+
+
+def test_retention_drops_the_raw_chunks_and_keeps_the_rollups():
+    node = rows.node(gpus=1, latest=False)
+    gpu = node.gpus.get()
+    old = NOW - dt.timedelta(days=20)
+    rows.gpu_samples([gpu], old, old + dt.timedelta(hours=1), util=util)
+    compaction.compact(NOW)
+    assert fetch("SELECT count(*) FROM telemetry_gpuchunk") == [(1,)]
+    maintain_partitions()
+    partitions.forget_known()
+    assert fetch("SELECT count(*) FROM telemetry_gpuchunk") == [(0,)]
+    assert fetch("SELECT count(*) FROM telemetry_gpurollup1m") == [(60,)]
+    end = old + dt.timedelta(hours=1)
+    per_minute = gpu_series([gpu.id], ["util_pct"], old, end, step=60).values[gpu.id]
+    assert all(v is not None for v in per_minute["util_pct"])
+    raw = gpu_series([gpu.id], ["util_pct"], old, end, step=10).values[gpu.id]
+    assert all(v is None for v in raw["util_pct"])
+
+
+def test_long_ranges_read_the_rollups(cluster):
+    compaction.compact(NOW)
+    ids = [g.id for g in cluster]
+    start, end = T0, T0 + dt.timedelta(hours=2)
+    want = {step: gpu_series(ids, ["util_pct"], start, end, step=step).values
+            for step in (60, 3600)}
+    fetch("DELETE FROM telemetry_gpuchunk RETURNING 1")
+    assert gpu_series(ids, ["util_pct"], start, end, step=60).values == want[60]
+    fetch("DELETE FROM telemetry_gpurollup1m RETURNING 1")
+    assert gpu_series(ids, ["util_pct"], start, end, step=3600).values == want[3600]
+    # What a rollup cannot answer comes from the packed tier, gone here.
+    energy = gpu_series(ids, ["energy_j"], start, end, step=3600, agg="avg").values
+    assert energy[ids[0]]["energy_j"] == [None, None]
+
+
+def test_raw_samples_read_both_tiers_and_one_jobs_share(cluster):
+    compaction.compact(NOW)
+    blocks = packed.raw_samples([g.id for g in cluster], T0, NOW)
+    assert [(g, len(b)) for g, b in blocks] == [
+        (cluster[0].id, 360), (cluster[0].id, 360), (cluster[0].id, 360),
+        (cluster[1].id, 360), (cluster[1].id, 360), (cluster[1].id, 360)]
+    assert np.all(np.diff(np.concatenate([b.ts for g, b in blocks if g == cluster[0].id])) > 0)
+    assert packed.raw_samples([cluster[0].id], T0, NOW, job_id=12345) == []
+
+
+def test_a_run_out_of_time_leaves_the_rest_to_the_next(cluster):
+    first = compaction.compact(NOW, budget_s=0.0)
+    assert first.unfinished and first.rows == 0
+    assert hot_count(NOW - dt.timedelta(hours=2)) == 2 * 2 * 360
+    steps = compaction.compact(NOW, gpus_per_transaction=1)
+    assert steps.transactions == 4 and steps.rows == 4 * 360 and not steps.unfinished
+    assert hot_count(NOW - dt.timedelta(hours=2)) == 0
