@@ -209,16 +209,8 @@ JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 300, minimum=30)
 # A node is "silent" when no batch has arrived for this long.
 NODE_SILENT_AFTER_S = env_int("NODE_SILENT_AFTER_S", 120, minimum=10)
 PARTITION_DAYS_AHEAD = env_int("PARTITION_DAYS_AHEAD", 3, minimum=1, maximum=60)
-RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
-
-# --- Detectors (clusterui/findings; defaults and reasoning in docs/detectors.md) ------
-# A job is judged over the last DETECTOR_WINDOW_S of its data, never inside its first
-# DETECTOR_GRACE_S, and only once it has DETECTOR_MIN_SPAN_S of data past the grace period
-# and DETECTOR_MIN_SAMPLES samples per GPU (jobstats: 10 sampling periods).
-DETECTOR_WINDOW_S = env_int("DETECTOR_WINDOW_S", 3600, minimum=300, maximum=86400)
-DETECTOR_GRACE_S = env_int("DETECTOR_GRACE_S", 600, minimum=0, maximum=86400)
 # Raw GPU samples at full resolution, hot table and packed hour chunks together.
-DETECTOR_MIN_SPAN_S = env_int("DETECTOR_MIN_SPAN_S", 300, minimum=60,
+RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
 # Closed hours of GPU samples kept in the hot table before compaction packs them (it also
 # waits for the detectors), and how many GPUs one compaction transaction takes.
 RAW_HOT_HOURS = env_int("RAW_HOT_HOURS", 2, minimum=1, maximum=24 * 7)
@@ -227,6 +219,14 @@ COMPACTION_GPUS_PER_TRANSACTION = env_int("COMPACTION_GPUS_PER_TRANSACTION", 256
 # Rollups (per GPU and per job) outlive the raw samples.
 ROLLUP_1M_RETENTION_DAYS = env_int("ROLLUP_1M_RETENTION_DAYS", 60, minimum=1)
 ROLLUP_1H_RETENTION_DAYS = env_int("ROLLUP_1H_RETENTION_DAYS", 400, minimum=1)
+
+# --- Detectors (clusterui/findings; defaults and reasoning in docs/detectors.md) ------
+# A job is judged over the last DETECTOR_WINDOW_S of its data, never inside its first
+# DETECTOR_GRACE_S, and only once it has DETECTOR_MIN_SPAN_S of data past the grace period
+# and DETECTOR_MIN_SAMPLES samples per GPU (jobstats: 10 sampling periods).
+DETECTOR_WINDOW_S = env_int("DETECTOR_WINDOW_S", 3600, minimum=300, maximum=86400)
+DETECTOR_GRACE_S = env_int("DETECTOR_GRACE_S", 600, minimum=0, maximum=86400)
+DETECTOR_MIN_SPAN_S = env_int("DETECTOR_MIN_SPAN_S", 300, minimum=60,
                               maximum=DETECTOR_WINDOW_S)
 DETECTOR_MIN_SAMPLES = env_int("DETECTOR_MIN_SAMPLES", 10, minimum=2)
 # Data younger than this is left for the next pass (batches still in flight).
