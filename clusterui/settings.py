@@ -204,6 +204,14 @@ INGEST_MAX_ROWS = env_int("INGEST_MAX_ROWS", 200_000, minimum=1)
 # Samples further than this in the future are refused (clock skew); there is no lower bound
 # beyond 2000-01-01, so history can be back-filled and retention decides what stays.
 INGEST_MAX_FUTURE_S = env_float("INGEST_MAX_FUTURE_S", 300.0, minimum=0)
+# The bulk ingest consumer (manage.py ingest_worker): the queue it reads, how many messages
+# one flush (one transaction) takes at most, how many sample rows go in one transaction,
+# and how long its liveness key lives (after that a dead consumer's in-flight messages are
+# requeued by the others).
+INGEST_QUEUE = env_str("INGEST_QUEUE", "ingest")
+INGEST_BULK_MAX_MESSAGES = env_int("INGEST_BULK_MAX_MESSAGES", 500, minimum=1, maximum=5000)
+INGEST_BULK_MAX_ROWS = env_int("INGEST_BULK_MAX_ROWS", 50_000, minimum=100)
+INGEST_CONSUMER_TTL_S = env_int("INGEST_CONSUMER_TTL_S", 60, minimum=2)
 # A job not reported by any collector for this long is considered ended.
 JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 300, minimum=30)
 # A node is "silent" when no batch has arrived for this long.

@@ -27,6 +27,8 @@ TEST_ENV = {
     # allow enough of them to outlast the fault tests' outages.
     "INGEST_RETRY_BACKOFF_MAX": "5",
     "INGEST_MAX_RETRIES": "200",
+    # A killed bulk consumer's in-flight messages come back after this many seconds.
+    "INGEST_CONSUMER_TTL_S": "4",
 }
 for _key, _value in TEST_ENV.items():
     os.environ.setdefault(_key, _value)

@@ -16,7 +16,8 @@ def example_batch() -> dict:
 
 def node_batch(node: str = "gpu-t001", *, seq: int = 1, boot_id: str = "boot-1",
                gpus: int = 8, samples: int = 3, start: float | None = None,
-               cluster: str = "test", job: str | None = "4242", interval: float = 10.0) -> dict:
+               cluster: str = "test", job: str | None = "4242", interval: float = 10.0,
+               job_started: float | None = None, nics: int = 1) -> dict:
     """A realistic node-sized batch: ``gpus`` GPUs, ``samples`` rows each, one NIC, one job."""
     base = example_batch()
     start = time.time() - samples * interval if start is None else start
@@ -44,15 +45,18 @@ def node_batch(node: str = "gpu-t001", *, seq: int = 1, boot_id: str = "boot-1",
              "pci_bus_id": f"00000000:{g + 16:02X}:00.0", "nvlink_bytes_per_s": 450e9}
             for g in range(gpus)
         ],
-        "nics": [{"name": "mlx5_0:1", "kind": "infiniband", "link_bytes_per_s": 50e9}],
+        "nics": [{"name": f"mlx5_{n}:1", "kind": "infiniband", "link_bytes_per_s": 50e9}
+                 for n in range(nics)],
         "jobs": [] if job is None else [
             {"id": job, "scheduler": "slurm", "user": "alice", "name": "train", "account": "nlp",
-             "partition": "gpu", "started_at": start - 60, "ended_at": None,
+             "partition": "gpu",
+             "started_at": start - 60 if job_started is None else job_started, "ended_at": None,
              "gpus": list(range(gpus)), "cpus": 32}
         ],
         "gpu_samples": {"fields": fields, "rows": rows},
         "nic_samples": {"fields": ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"],
-                        "rows": [[start + k * interval, 0, 1e9, 2e9] for k in range(samples)]},
+                        "rows": [[start + k * interval, n, 1e9, 2e9]
+                                 for k in range(samples) for n in range(nics)]},
         "job_samples": {"fields": ["ts", "job", "cpu_cores_used", "host_mem_used_bytes"],
                         "rows": [] if job is None else
                         [[start + k * interval, job, 12.0, 10**11] for k in range(samples)]},

@@ -39,14 +39,17 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "c
 
 
 class Worker:
-    """A real Celery worker process (prefork pool) consuming the ingest queue."""
+    """A real consumer of the ingest queue, as a process: a Celery worker (prefork pool,
+    ``kind="celery"``) or the bulk consumer (``kind="bulk"``, ``manage.py ingest_worker``)."""
 
     _count = 0
 
     def __init__(self, broker_url: str, *, concurrency: int = 1, queues: str = "ingest,default",
-                 extra_env: dict | None = None):
+                 extra_env: dict | None = None, kind: str = "celery"):
+        assert kind in ("celery", "bulk"), kind
         Worker._count += 1
         self.name = f"w{Worker._count}-{os.getpid()}"
+        self.kind = kind
         self.broker_url = broker_url
         self.concurrency = concurrency
         self.queues = queues
@@ -66,13 +69,16 @@ class Worker:
             **self.extra_env,
         }
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "clusterui", "worker", "-Q", self.queues,
-             "-c", str(self.concurrency), "-n", f"{self.name}@%h", "--without-mingle",
-             "--without-gossip", "--without-heartbeat", "--loglevel", "INFO"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        if self.kind == "bulk":
+            command = [sys.executable, "manage.py", "ingest_worker", "--processes",
+                       str(self.concurrency)]
+        else:
+            command = [sys.executable, "-m", "celery", "-A", "clusterui", "worker", "-Q",
+                       self.queues, "-c", str(self.concurrency), "-n", f"{self.name}@%h",
+                       "--without-mingle", "--without-gossip", "--without-heartbeat",
+                       "--loglevel", "INFO"]
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(self._ready, timeout=timeout, what=f"worker {self.name} to be ready "
                  f"(log: {self.log_path})")
         return self
@@ -81,7 +87,10 @@ class Worker:
         if self.proc.poll() is not None:
             raise AssertionError(f"worker {self.name} exited with {self.proc.returncode}: "
                                  f"{self.log_path.read_text()[-3000:]}")
-        return " ready." in self.log_path.read_text()
+        text = self.log_path.read_text()
+        if self.kind == "bulk":
+            return text.count("bulk ingest consumer") >= self.concurrency
+        return " ready." in text
 
     def log(self) -> str:
         return self.log_path.read_text()

@@ -6,17 +6,19 @@ ids, so a stale entry can never match) and the inventory's content. Entries are 
 at least every ``REFRESH_S`` so that ``last_seen`` keeps moving.
 """
 
-import json
 import time
+
+import orjson
 
 REFRESH_S = 60.0
 _MAX_ENTRIES = 50_000
 
-_entries: dict[tuple[str, int], tuple[str, float, dict]] = {}
+_entries: dict[tuple[str, int], tuple[bytes, float, dict]] = {}
 
 
-def _fingerprint(content) -> str:
-    return json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+def _fingerprint(content) -> bytes:
+    return orjson.dumps(content, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+                        default=str)
 
 
 def lookup(kind: str, owner_id: int, content) -> dict | None:

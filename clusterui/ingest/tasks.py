@@ -20,6 +20,7 @@ from clusterui.ingest.validate import BatchRejected, validate_batch
 from clusterui.ingest.writer import store_batch
 
 log = logging.getLogger(__name__)
+INGEST_TASK = "clusterui.ingest"
 
 
 def ingest_envelope(envelope):
@@ -67,7 +68,7 @@ class IngestTask(deadletter.DeadLetterOnFailure):
 
 @shared_task(
     base=IngestTask,
-    name="clusterui.ingest",
+    name=INGEST_TASK,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,

@@ -1,8 +1,11 @@
-"""Storing a validated batch: inventory upserts, the ingest log and bulk COPY of samples.
+"""Storing validated batches: inventory upserts, the ingest log and bulk COPY of samples.
 
-One transaction per batch. Its first write is the batch's key in the ingest log; when that
-key is already there the batch was stored before (a redelivery) and nothing else is written.
-Samples go in with ``COPY``, never row by row; inventory with one statement per kind.
+Any number of batches go in one transaction (the bulk consumer stores hundreds at once;
+the Celery task one). Its first writes are the batches' keys in the ingest log, inserted
+together with ``ON CONFLICT DO NOTHING``: a key already there means that batch was stored
+before (a redelivery) and nothing else of it is written. Samples go in with one binary
+``COPY`` per table for all the batches, never row by row; nodes and the "latest" tables with
+one statement each.
 """
 
 import datetime as dt
@@ -20,14 +23,23 @@ from clusterui.telemetry.metrics import (
     GPU_METRICS,
     GPU_SAMPLE_COLUMNS,
     GPU_SAMPLE_TABLE,
+    JOB_METRICS,
     JOB_SAMPLE_COLUMNS,
     JOB_SAMPLE_TABLE,
+    NIC_METRICS,
     NIC_SAMPLE_COLUMNS,
     NIC_SAMPLE_TABLE,
 )
 
 log = logging.getLogger(__name__)
 UTC = dt.UTC
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+# Binary COPY needs each column's exact type.
+_BINARY = {"real": "float4", "integer": "int4", "bigint": "int8", "double precision": "float8"}
+GPU_COPY_TYPES = ("timestamptz", "int4", "int4", *(_BINARY[m.sql_type] for m in GPU_METRICS))
+NIC_COPY_TYPES = ("timestamptz", "int4", *(_BINARY[m.sql_type] for m in NIC_METRICS))
+JOB_COPY_TYPES = ("timestamptz", "int4", "int4", *(_BINARY[m.sql_type] for m in JOB_METRICS))
 
 
 @dataclass
@@ -41,97 +53,205 @@ class StoreResult:
 
 
 def _dt(ts: float | None) -> dt.datetime | None:
-    return None if ts is None else dt.datetime.fromtimestamp(ts, UTC)
+    # Adding a timedelta is several times faster than fromtimestamp(ts, UTC).
+    return None if ts is None else _EPOCH + dt.timedelta(seconds=ts)
+
+
+def _span(batch: Batch) -> tuple[float | None, float | None]:
+    """The batch's first and last data time (samples and events)."""
+    lo = hi = None
+    for rows in (batch.gpu_rows, batch.nic_rows, batch.job_rows, batch.events):
+        if not rows:
+            continue
+        stamps = [r["ts"] for r in rows] if rows is batch.events else [r[0] for r in rows]
+        a, b = min(stamps), max(stamps)
+        lo = a if lo is None or a < lo else lo
+        hi = b if hi is None or b > hi else hi
+    return lo, hi
+
+
+def _days(spans) -> set[dt.date]:
+    days = set()
+    for lo, hi in spans:
+        if lo is None:
+            continue
+        day, last = _dt(lo).date(), _dt(hi).date()
+        while day <= last:
+            days.add(day)
+            day += dt.timedelta(days=1)
+    return days
 
 
 def store_batch(batch: Batch, *, received_at: dt.datetime | None = None) -> StoreResult:
+    return store_batches([batch], received_at=received_at)[0]
+
+
+def store_batches(batches: list[Batch], *, received_at: dt.datetime | None = None
+                  ) -> list[StoreResult]:
+    """Store the batches in one transaction; one result per batch, in order.
+
+    All or nothing: an error rolls every batch back (the caller retries, or stores them one
+    by one to find the bad one).
+    """
+    if not batches:
+        return []
     received_at = received_at or dt.datetime.now(UTC)
-    stamps = list(batch.timestamps) + [e["ts"] for e in batch.events]
-    partitions.ensure_partitions({_dt(ts).date() for ts in stamps})
+    spans = [_span(b) for b in batches]
+    partitions.ensure_partitions(_days(spans))
     try:
-        return _store(batch, stamps, received_at)
+        return _store(batches, spans, received_at)
     except psycopg.errors.CheckViolation as exc:
         # Another process dropped a partition this one believed in: relearn and retry once.
         if "no partition" not in str(exc):
             raise
         partitions.forget_known()
-        partitions.ensure_partitions({_dt(ts).date() for ts in stamps})
-        return _store(batch, stamps, received_at)
+        partitions.ensure_partitions(_days(spans))
+        return _store(batches, spans, received_at)
 
 
-def _store(batch: Batch, stamps: list[float], received_at: dt.datetime) -> StoreResult:
-    first_ts, last_ts = (min(stamps), max(stamps)) if stamps else (None, None)
-    seen_at = _dt(last_ts if last_ts is not None else batch.sent_at) or received_at
-    with transaction.atomic(), connection.cursor() as wrapper:
-        cur = wrapper.cursor  # the psycopg cursor: COPY needs it
-        # The cluster and the node in one round trip.
-        cur.execute(
-            """
-            WITH cluster AS (
-                INSERT INTO inventory_cluster (name, created_at) VALUES (%s, %s)
-                ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id
+def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreResult]:
+    seen = [
+        _dt(hi if hi is not None else b.sent_at) or received_at
+        for b, (_lo, hi) in zip(batches, spans, strict=True)
+    ]
+    results: list[StoreResult] = []
+    gpu_rows: list[tuple] = []
+    nic_rows: list[tuple] = []
+    job_rows: list[tuple] = []
+    # wrap_database_errors: psycopg's errors from the raw cursor become Django's, which is
+    # what callers (the Celery task's retry list, the bulk consumer) catch.
+    with transaction.atomic(), connection.cursor() as wrapper, connection.wrap_database_errors:
+        # A server-binding psycopg cursor: COPY needs psycopg's own, and parameters sent
+        # apart from the query (in binary) cost no per-element quoting of the arrays.
+        cur = psycopg.Cursor(wrapper.cursor.connection)
+        nodes = _upsert_nodes(cur, batches, seen, received_at)
+        batch_ids = _log_batches(cur, batches, spans, nodes, received_at)
+        stored: list[tuple[Batch, int]] = []
+        for batch, when, batch_id in zip(batches, seen, batch_ids, strict=True):
+            if batch_id is None:
+                results.append(StoreResult(batch_id=None, duplicate=True))
+                continue
+            node_id, cluster_id = nodes[(batch.cluster, batch.node)]
+            gpu_ids = _cached(cur, "gpus", node_id, batch.gpus, _upsert_gpus, batch, node_id,
+                              when)
+            nic_ids = _cached(cur, "nics", node_id, batch.nics, _upsert_nics, batch, node_id,
+                              when)
+            job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], _upsert_jobs, batch,
+                              cluster_id, gpu_ids, when)
+            gpu_rows.extend(
+                (_dt(r[0]), gpu_ids[r[1]], None if r[2] is None else job_ids[r[2]], *r[3:])
+                for r in batch.gpu_rows
             )
-            INSERT INTO inventory_node
-                (cluster_id, name, agent_version, simulated, sample_interval_s, first_seen,
-                 last_seen)
-            SELECT cluster.id, %s, %s, %s, %s, %s, %s FROM cluster
-            ON CONFLICT (cluster_id, name) DO UPDATE SET
-                agent_version = EXCLUDED.agent_version,
-                simulated = EXCLUDED.simulated,
-                sample_interval_s = COALESCE(EXCLUDED.sample_interval_s,
-                                             inventory_node.sample_interval_s),
-                last_seen = GREATEST(inventory_node.last_seen, EXCLUDED.last_seen)
-            RETURNING id, cluster_id
-            """,
-            (batch.cluster, received_at, batch.node, batch.agent_version, batch.simulated,
-             batch.interval_s, seen_at, seen_at),
-        )
-        node_id, cluster_id = cur.fetchone()
-        cur.execute(
-            """
-            INSERT INTO ingest_ingestbatch
-                (node_id, boot_id, seq, sent_at, received_at, first_ts, last_ts,
-                 gpu_samples, nic_samples, job_samples, events, rejected,
-                 rejected_reasons, rejected_examples, spool_dropped, key_id)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT ON CONSTRAINT ingest_batch_key DO NOTHING
-            RETURNING id
-            """,
-            (
-                node_id, batch.boot_id, batch.seq, _dt(batch.sent_at), received_at,
-                _dt(first_ts), _dt(last_ts), len(batch.gpu_rows), len(batch.nic_rows),
-                len(batch.job_rows), len(batch.events), batch.rejected_total,
-                psycopg.types.json.Jsonb(dict(batch.rejected)),
-                psycopg.types.json.Jsonb(batch.examples), batch.spool_dropped, batch.key_id,
-            ),
-        )
-        row = cur.fetchone()
-        if row is None:
-            return StoreResult(batch_id=None, duplicate=True)
-        batch_id = row[0]
-
-        gpu_ids = _cached(cur, "gpus", node_id, batch.gpus, _upsert_gpus, batch, node_id,
-                          seen_at)
-        nic_ids = _cached(cur, "nics", node_id, batch.nics, _upsert_nics, batch, node_id,
-                          seen_at)
-        job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], _upsert_jobs, batch,
-                          cluster_id, gpu_ids, seen_at)
-
-        gpu_rows = [
-            (_dt(r[0]), gpu_ids[r[1]], None if r[2] is None else job_ids[r[2]], *r[3:])
-            for r in batch.gpu_rows
-        ]
-        nic_rows = [(_dt(r[0]), nic_ids[r[1]], *r[2:]) for r in batch.nic_rows]
-        job_rows = [(_dt(r[0]), job_ids[r[1]], node_id, *r[2:]) for r in batch.job_rows]
-        _copy(cur, GPU_SAMPLE_TABLE, GPU_SAMPLE_COLUMNS, gpu_rows)
-        _copy(cur, NIC_SAMPLE_TABLE, NIC_SAMPLE_COLUMNS, nic_rows)
-        _copy(cur, JOB_SAMPLE_TABLE, JOB_SAMPLE_COLUMNS, job_rows)
-        _insert_events(cur, batch, gpu_ids, batch_id)
+            nic_rows.extend((_dt(r[0]), nic_ids[r[1]], *r[2:]) for r in batch.nic_rows)
+            job_rows.extend((_dt(r[0]), job_ids[r[1]], node_id, *r[2:]) for r in batch.job_rows)
+            _insert_events(cur, batch, gpu_ids, batch_id)
+            stored.append((batch, batch_id))
+            results.append(StoreResult(
+                batch_id=batch_id, duplicate=False, gpu_samples=len(batch.gpu_rows),
+                nic_samples=len(batch.nic_rows), job_samples=len(batch.job_rows),
+                rejected=batch.rejected_total,
+            ))
+        _copy(cur, GPU_SAMPLE_TABLE, GPU_SAMPLE_COLUMNS, GPU_COPY_TYPES, gpu_rows)
+        _copy(cur, NIC_SAMPLE_TABLE, NIC_SAMPLE_COLUMNS, NIC_COPY_TYPES, nic_rows)
+        _copy(cur, JOB_SAMPLE_TABLE, JOB_SAMPLE_COLUMNS, JOB_COPY_TYPES, job_rows)
         _update_latest(cur, gpu_rows, nic_rows)
-    return StoreResult(
-        batch_id=batch_id, duplicate=False, gpu_samples=len(gpu_rows),
-        nic_samples=len(nic_rows), job_samples=len(job_rows), rejected=batch.rejected_total,
+    return results
+
+
+def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_at
+                  ) -> dict[tuple[str, str], tuple[int, int]]:
+    """Clusters and nodes, one statement each: {(cluster, node): (node id, cluster id)}.
+
+    Several batches of one node in a flush make one row (its newest description), sorted so
+    that two consumers lock nodes in the same order.
+    """
+    newest: dict[tuple[str, str], tuple[dt.datetime, Batch, float | None]] = {}
+    for batch, when in zip(batches, seen, strict=True):
+        key = (batch.cluster, batch.node)
+        prev = newest.get(key)
+        interval = batch.interval_s if batch.interval_s is not None else (
+            prev[2] if prev else None)
+        if prev is None or when >= prev[0]:
+            newest[key] = (when, batch, interval)
+        else:
+            newest[key] = (prev[0], prev[1], prev[2] if prev[2] is not None else interval)
+    keys = sorted(newest)
+    clusters = sorted({c for c, _n in keys})
+    cur.execute(
+        """
+        INSERT INTO inventory_cluster (name, created_at)
+        SELECT u.name, %s FROM unnest(%s::text[]) AS u(name)
+        ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING name, id
+        """,
+        (received_at, clusters),
     )
+    cluster_ids = dict(cur.fetchall())
+    rows = [newest[k] for k in keys]
+    cur.execute(
+        """
+        INSERT INTO inventory_node
+            (cluster_id, name, agent_version, simulated, sample_interval_s, first_seen,
+             last_seen)
+        SELECT u.cluster, u.name, u.version, u.simulated, u.interval, u.seen, u.seen
+        FROM unnest(%s::int[], %s::text[], %s::text[], %s::bool[], %s::float8[],
+                    %s::timestamptz[]) AS u(cluster, name, version, simulated, interval, seen)
+        ON CONFLICT (cluster_id, name) DO UPDATE SET
+            agent_version = EXCLUDED.agent_version,
+            simulated = EXCLUDED.simulated,
+            sample_interval_s = COALESCE(EXCLUDED.sample_interval_s,
+                                         inventory_node.sample_interval_s),
+            last_seen = GREATEST(inventory_node.last_seen, EXCLUDED.last_seen)
+        RETURNING cluster_id, name, id
+        """,
+        (
+            [cluster_ids[c] for c, _n in keys], [n for _c, n in keys],
+            [b.agent_version for _w, b, _i in rows], [b.simulated for _w, b, _i in rows],
+            [i for _w, _b, i in rows], [w for w, _b, _i in rows],
+        ),
+        binary=True,  # arrays in binary: no per-element quoting
+    )
+    by_name = {(cid, name): nid for cid, name, nid in cur.fetchall()}
+    return {(c, n): (by_name[(cluster_ids[c], n)], cluster_ids[c]) for c, n in keys}
+
+
+def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[int | None]:
+    """Insert the batches' keys into the ingest log; the new id of each, None for a batch
+    stored before (or twice in this flush: the first copy wins)."""
+    node_ids = [nodes[(b.cluster, b.node)][0] for b in batches]
+    cur.execute(
+        """
+        INSERT INTO ingest_ingestbatch
+            (node_id, boot_id, seq, sent_at, received_at, first_ts, last_ts,
+             gpu_samples, nic_samples, job_samples, events, rejected,
+             rejected_reasons, rejected_examples, spool_dropped, key_id)
+        SELECT u.node, u.boot, u.seq, u.sent, %s, u.first, u.last, u.gpu, u.nic, u.job,
+               u.events, u.rejected, u.reasons, u.examples, u.dropped, u.key
+        FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::timestamptz[],
+                    %s::timestamptz[], %s::timestamptz[], %s::int[], %s::int[], %s::int[],
+                    %s::int[], %s::int[], %s::jsonb[], %s::jsonb[], %s::int[], %s::text[])
+             WITH ORDINALITY AS u(node, boot, seq, sent, first, last, gpu, nic, job, events,
+                                  rejected, reasons, examples, dropped, key, pos)
+        ORDER BY u.pos
+        ON CONFLICT ON CONSTRAINT ingest_batch_key DO NOTHING
+        RETURNING node_id, boot_id, seq, id
+        """,
+        (
+            received_at, node_ids, [b.boot_id for b in batches], [b.seq for b in batches],
+            [_dt(b.sent_at) for b in batches], [_dt(lo) for lo, _hi in spans],
+            [_dt(hi) for _lo, hi in spans], [len(b.gpu_rows) for b in batches],
+            [len(b.nic_rows) for b in batches], [len(b.job_rows) for b in batches],
+            [len(b.events) for b in batches], [b.rejected_total for b in batches],
+            [psycopg.types.json.Jsonb(dict(b.rejected)) for b in batches],
+            [psycopg.types.json.Jsonb(b.examples) for b in batches],
+            [b.spool_dropped for b in batches], [b.key_id for b in batches],
+        ),
+        binary=True,  # arrays in binary: no per-element quoting
+    )
+    new = {(node, boot, seq): batch_id for node, boot, seq, batch_id in cur.fetchall()}
+    ids = []
+    for node_id, batch in zip(node_ids, batches, strict=True):
+        ids.append(new.pop((node_id, batch.boot_id, batch.seq), None))
+    return ids
 
 
 def _cached(cur, kind: str, owner_id: int, content, upsert, *args):
@@ -143,10 +263,12 @@ def _cached(cur, kind: str, owner_id: int, content, upsert, *args):
     return ids
 
 
-def _copy(cur, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
+def _copy(cur, table: str, columns: tuple[str, ...], types: tuple[str, ...],
+          rows: list[tuple]) -> None:
     if not rows:
         return
-    with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+    with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(types)
         for row in rows:
             copy.write_row(row)
 
@@ -300,6 +422,10 @@ _LATEST_GPU_TYPES = ("bigint", "timestamptz", "bigint",
                      *(m.sql_type for m in GPU_METRICS))
 
 
+def _float(value):
+    return None if value is None else float(value)
+
+
 def _newest(rows: list[tuple]) -> list[tuple]:
     """Each device's newest row (rows are (ts, device id, ...)), in device order."""
     newest: dict[int, tuple] = {}
@@ -314,6 +440,10 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
     gpus = _newest(gpu_rows)
     if gpus:
         columns = list(zip(*[(r[1], r[0], *r[2:]) for r in gpus], strict=True))
+        # One type per array: validation may leave an int in a real column.
+        columns = [c if t not in ("real", "double precision") else
+                   [None if v is None else float(v) for v in c]
+                   for c, t in zip(columns, _LATEST_GPU_TYPES, strict=True)]
         cols = ", ".join(_LATEST_GPU_COLS)
         arrays = ", ".join(f"%s::{t}[]" for t in _LATEST_GPU_TYPES)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _LATEST_GPU_COLS[1:])
@@ -322,10 +452,12 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
             f"ON CONFLICT (gpu_id) DO UPDATE SET {updates} "
             "WHERE telemetry_gpulatest.ts <= EXCLUDED.ts",
             [list(c) for c in columns],
+            binary=True,
         )
     nics = _newest(nic_rows)
     if nics:
-        columns = list(zip(*[(r[1], r[0], r[2], r[3]) for r in nics], strict=True))
+        columns = list(zip(*[(r[1], r[0], _float(r[2]), _float(r[3])) for r in nics],
+                           strict=True))
         cur.execute(
             "INSERT INTO telemetry_niclatest (nic_id, ts, rx_bytes_per_s, tx_bytes_per_s) "
             "SELECT * FROM unnest(%s::bigint[], %s::timestamptz[], %s::float8[], %s::float8[]) "
@@ -333,4 +465,5 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
             "rx_bytes_per_s = EXCLUDED.rx_bytes_per_s, tx_bytes_per_s = EXCLUDED.tx_bytes_per_s "
             "WHERE telemetry_niclatest.ts <= EXCLUDED.ts",
             [list(c) for c in columns],
+            binary=True,
         )

@@ -46,6 +46,14 @@ class SimFeed:
             self.proc.wait(10)
 
 
+def held(client) -> int:
+    """Messages queued or taken and not yet acknowledged, by either kind of consumer: the
+    ``ingest`` list, kombu's unacked hash, the bulk consumers' in-flight lists."""
+    inflight = sum(int(client.llen(k))
+                   for k in client.scan_iter("clusterui:ingest:consumer:*:inflight:*"))
+    return int(client.llen("ingest")) + int(client.hlen("unacked")) + inflight
+
+
 class QueueWatch:
     """Samples the ingest queue's depth (queued + reserved) in the background."""
 
@@ -59,7 +67,7 @@ class QueueWatch:
 
     def depth(self) -> int | None:
         try:
-            return int(self.client.llen("ingest")) + int(self.client.hlen("unacked"))
+            return held(self.client)
         except redis.exceptions.RedisError:
             return None
 

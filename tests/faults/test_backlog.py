@@ -58,7 +58,7 @@ def test_ten_minutes_of_a_thousand_nodes_drain_completely_in_bounded_memory(make
     queued = watch.depth()
     assert queued == NODES * MINUTES
 
-    worker = make_worker(concurrency=2)
+    worker = make_worker(concurrency=2, kind="bulk")
     began = time.monotonic()
     peak_rss = 0.0
 

@@ -13,7 +13,7 @@ from clusterui.celery import app
 from clusterui.ingest import deadletter
 from clusterui.ingest.models import IngestBatch, RejectedBatch
 from tests.factories import node_batch
-from tests.faults.harness import record
+from tests.faults.harness import held, record
 from tests.services import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -57,7 +57,8 @@ def test_undecodable_and_absurd_messages_do_not_poison_the_queue(worker, broker)
 
 
 def test_two_workers_racing_on_the_same_batches_store_each_once(make_worker, broker):
-    make_worker(concurrency=2)
+    # Both kinds of consumer share the queue: two bulk consumer processes and a Celery worker.
+    make_worker(concurrency=2, kind="bulk")
     make_worker(concurrency=2)
     batches = [node_batch(node=f"gpu-r{n:02d}", seq=s, samples=3, start=1_790_000_000 + s * 30)
                for n in range(6) for s in range(1, 6)]
@@ -69,7 +70,7 @@ def test_two_workers_racing_on_the_same_batches_store_each_once(make_worker, bro
                               producer=producer)
     began = time.monotonic()
     peak = broker.llen("ingest")
-    wait_for(lambda: broker.llen("ingest") == 0 and broker.hlen("unacked") == 0, timeout=120,
+    wait_for(lambda: held(broker) == 0, timeout=120,
              what="the queue to drain")
     rows, distinct = gpu_rows()
     record("two_workers_racing", {

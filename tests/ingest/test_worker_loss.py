@@ -1,4 +1,6 @@
-"""A worker SIGKILLed in the middle of a batch loses nothing and stores nothing twice.
+"""A consumer SIGKILLed in the middle of a batch loses nothing and stores nothing twice: the
+Celery worker (kombu's unacked restore brings the message back) and the bulk consumer (its
+in-flight list is requeued by the next consumer's sweep).
 
 The batch is caught mid-ingest deterministically: the test holds a row lock on the node, so
 the worker's transaction is blocked inside the task when the worker is killed.
@@ -34,10 +36,18 @@ def blocked_ingests() -> int:
         ).fetchone()[0]
 
 
-def test_a_worker_killed_mid_batch_loses_nothing(make_worker, broker):
+def held(broker, kind: str) -> int:
+    """Messages taken from the queue and not yet acknowledged."""
+    if kind == "celery":
+        return broker.hlen("unacked")
+    return sum(broker.llen(k) for k in broker.scan_iter("clusterui:ingest:consumer:*:inflight:*"))
+
+
+@pytest.mark.parametrize("kind", ["celery", "bulk"])
+def test_a_worker_killed_mid_batch_loses_nothing(make_worker, broker, kind):
     first = node_batch(seq=1, samples=4)
     second = node_batch(seq=2, samples=4, start=first["sent_at"])
-    doomed = make_worker()
+    doomed = make_worker(kind=kind)
     app.send_task("clusterui.ingest", args=[first], queue="ingest")
     wait_for(lambda: IngestBatch.objects.count() == 1, timeout=30, what="the first batch")
 
@@ -46,24 +56,27 @@ def test_a_worker_killed_mid_batch_loses_nothing(make_worker, broker):
         app.send_task("clusterui.ingest", args=[second], queue="ingest")
         wait_for(lambda: blocked_ingests() == 1, timeout=30,
                  what="the worker to be inside the second batch")
-        assert broker.hlen("unacked") == 1  # taken from the queue, not yet acknowledged
+        assert held(broker, kind) == 1  # taken from the queue, not yet acknowledged
         doomed.kill()
         lock.rollback()
 
     assert IngestBatch.objects.count() == 1  # the killed transaction committed nothing
     killed = time.monotonic()
-    survivor = make_worker()
+    survivor = make_worker(kind=kind)
     wait_for(lambda: IngestBatch.objects.count() == 2, timeout=60,
              what="the killed batch to be redelivered and stored")
     recovery = time.monotonic() - killed
     assert sorted(IngestBatch.objects.values_list("seq", flat=True)) == [1, 2]
     assert gpu_samples() == 2 * 4 * 8
-    assert "clusterui.ingest" in survivor.log()
-    wait_for(lambda: broker.hlen("unacked") == 0, timeout=30, what="the redelivery to be acked")
+    if kind == "celery":
+        assert "clusterui.ingest" in survivor.log()
+    else:
+        assert "requeued 1 in-flight messages of dead consumer" in survivor.log()
+    wait_for(lambda: held(broker, kind) == 0, timeout=30, what="the redelivery to be acked")
     with connection.cursor() as cur:
         cur.execute("SELECT count(DISTINCT (gpu_id, ts)) FROM telemetry_gpusample")
         distinct = cur.fetchone()[0]
-    record("worker_sigkill", {"produced": 2 * 4 * 8, "stored": gpu_samples(),
+    record(f"worker_sigkill_{kind}", {"produced": 2 * 4 * 8, "stored": gpu_samples(),
                               "lost": 2 * 4 * 8 - distinct, "duplicated": gpu_samples() - distinct,
                               "recovery_s": round(recovery, 1), "peak_queue_depth": 1,
-                              "visibility_timeout_s": 12})
+                              "redelivery_after_s": 12 if kind == "celery" else 4})

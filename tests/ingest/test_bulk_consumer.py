@@ -1,0 +1,179 @@
+"""The bulk consumer: many queued batches in one transaction, each stored exactly once, bad
+messages set aside with their reason and the good ones around them stored.
+
+Real Redis (the test broker database), real PostgreSQL, messages published through Celery
+exactly as a collector publishes them.
+"""
+
+import pytest
+from django.db import connection
+
+from clusterui.celery import app
+from clusterui.ingest import deadletter
+from clusterui.ingest.consumer import Consumer
+from clusterui.ingest.messages import envelope_of
+from clusterui.ingest.models import IngestBatch, RejectedBatch
+from clusterui.ingest.queue import ReliableQueue
+from clusterui.ingest.validate import validate_batch
+from clusterui.ingest.writer import store_batch
+from tests.factories import node_batch
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+START = 1_790_000_000.0
+
+
+def publish(*envelopes) -> None:
+    with app.producer_or_acquire() as producer:
+        for envelope in envelopes:
+            app.send_task("clusterui.ingest", args=[envelope], queue="ingest",
+                          producer=producer)
+
+
+def gpu_rows() -> tuple[int, int]:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*), count(DISTINCT (gpu_id, ts)) FROM telemetry_gpusample")
+        return cur.fetchone()
+
+
+def consumer(broker, **kwargs) -> Consumer:
+    return Consumer(queue=ReliableQueue(broker, "ingest", ttl_s=kwargs.pop("ttl_s", 60)),
+                    **kwargs)
+
+
+def drain(c: Consumer) -> None:
+    while items := c.queue.take(c.max_messages, block_s=0):
+        c.flush(items)
+        c.queue.ack()
+
+
+def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples):
+    batches = [node_batch(node=f"gpu-b{n:02d}", seq=s, samples=2, start=START + s * 20)
+               for s in range(1, 6) for n in range(8)]
+    publish(*batches)
+    publish(*batches[:5])  # redelivered copies, in the same flush
+    c = consumer(broker, max_messages=500)
+    items = c.queue.take(500, block_s=0)
+    assert len(items) == 45
+    result = c.flush(items)
+    c.queue.ack()
+    assert (result.stored, result.duplicates, result.refused) == (40, 5, 0)
+    assert gpu_rows() == (40 * 16, 40 * 16)
+    assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
+    # Each node's batches got ascending ids in sequence order: the queue's order is kept.
+    for n in range(8):
+        seqs = list(IngestBatch.objects.filter(node__name=f"gpu-b{n:02d}")
+                    .order_by("id").values_list("seq", flat=True))
+        assert seqs == [1, 2, 3, 4, 5]
+
+
+def test_bulk_and_single_stores_agree(broker, clean_samples):
+    """The same batch stored by the Celery task's path and by a flush gives the same rows."""
+    one = node_batch(node="gpu-single", samples=3, start=START)
+    two = node_batch(node="gpu-bulk", samples=3, start=START)
+    store_batch(validate_batch(one, now=START + 60))
+    publish(two)
+    drain(consumer(broker))
+    with connection.cursor() as cur:
+        cur.execute("""
+            SELECT n.name, s.ts, g.index, s.util_pct, s.power_w, s.temp_c, s.mem_used_mib,
+                   s.throttle_reasons, s.energy_j, j.external_id
+            FROM telemetry_gpusample s JOIN inventory_gpu g ON g.id = s.gpu_id
+            JOIN inventory_node n ON n.id = g.node_id LEFT JOIN jobs_job j ON j.id = s.job_id
+            ORDER BY s.ts, g.index, n.name""")
+        rows = cur.fetchall()
+    single = [r[1:] for r in rows if r[0] == "gpu-single"]
+    bulk = [r[1:] for r in rows if r[0] == "gpu-bulk"]
+    assert len(single) == 24 and single == bulk
+    latest = {name: (ts, util) for name, ts, util in connection.cursor().execute(
+        "SELECT n.name, max(l.ts), max(l.util_pct) FROM telemetry_gpulatest l "
+        "JOIN inventory_gpu g ON g.id = l.gpu_id JOIN inventory_node n ON n.id = g.node_id "
+        "GROUP BY n.name").fetchall()}
+    assert latest["gpu-single"] == latest["gpu-bulk"]
+
+
+def test_bad_messages_are_set_aside_and_the_good_ones_around_them_land(broker, clean_samples):
+    good = [node_batch(node=f"gpu-g{n}", samples=2, start=START) for n in range(4)]
+    publish(good[0])
+    broker.lpush("ingest", b"\x00 not a message at all")  # raw bytes, not even JSON
+    publish({"schema": 1, "cluster": "test"})  # a batch validation refuses
+    publish(good[1])
+    app.send_task("clusterui.not_ingest", args=[1], queue="ingest")  # a stray task
+    publish(good[2])
+    publish(good[3])
+    c = consumer(broker)
+    drain(c)
+    assert IngestBatch.objects.count() == 4
+    assert gpu_rows() == (64, 64)
+    assert list(RejectedBatch.objects.values_list("reason", flat=True)) == ["node: missing"]
+    reasons = sorted(e["reason"] for e in deadletter.entries())
+    assert reasons[0].startswith("not a Celery message: not JSON")
+    assert reasons[1] == ("task 'clusterui.not_ingest' on the ingest queue; only "
+                          "clusterui.ingest belongs there")
+    assert c.totals.dead_lettered == 2 and c.totals.refused == 1
+    assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
+
+
+def test_a_batch_the_database_refuses_is_dead_lettered_alone(broker, clean_samples):
+    """A batch that passes validation but that PostgreSQL refuses (here a trigger stands for
+    any constraint) fails its flush; the flush is retried batch by batch, so only it is set
+    aside."""
+    with connection.cursor() as cur:
+        cur.execute("""
+            CREATE FUNCTION refuse_poison() RETURNS trigger AS $$
+            BEGIN
+              IF NEW.name = 'gpu-poison' THEN RAISE EXCEPTION 'node name refused'; END IF;
+              RETURN NEW;
+            END $$ LANGUAGE plpgsql;
+            CREATE TRIGGER refuse_poison BEFORE INSERT ON inventory_node
+            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
+        """)
+    try:
+        publish(*[node_batch(node=name, samples=2, start=START)
+                  for name in ("gpu-p1", "gpu-poison", "gpu-p2", "gpu-p3")])
+        c = consumer(broker)
+        drain(c)
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("DROP TRIGGER refuse_poison ON inventory_node; "
+                        "DROP FUNCTION refuse_poison()")
+    assert sorted(IngestBatch.objects.values_list("node__name", flat=True)) == [
+        "gpu-p1", "gpu-p2", "gpu-p3"]
+    (entry,) = deadletter.entries()
+    assert "node name refused" in entry["reason"]
+    assert entry["args"][0]["node"] == "gpu-poison"  # the envelope, to be re-queued later
+    assert c.totals.stored == 3 and c.totals.dead_lettered == 1
+
+
+def test_a_dead_consumers_messages_come_back_and_are_stored_once(broker, clean_samples):
+    batches = [node_batch(node="gpu-d", seq=s, samples=1, start=START + s * 10)
+               for s in range(1, 21)]
+    publish(*batches)
+    # A consumer takes ten messages, stores them, and dies before acknowledging.
+    dying = consumer(broker, ttl_s=1)
+    dying.queue.heartbeat()
+    taken = dying.queue.take(10, block_s=0)
+    dying.flush(taken)
+    assert broker.llen("ingest") == 10 and dying.queue.inflight() == 10
+    # Another consumer: while the first one's liveness key lives, its messages stay put.
+    survivor = consumer(broker)
+    assert survivor.queue.sweep() == 0
+    broker.delete(dying.queue.alive_key)  # what expiry does after ttl_s
+    assert survivor.queue.sweep() == 10
+    drain(survivor)
+    assert survivor.totals.stored == 10 and survivor.totals.duplicates == 10
+    assert IngestBatch.objects.count() == 20
+    assert gpu_rows() == (160, 160)
+    assert broker.llen("ingest") == 0 and survivor.queue.inflight() == 0
+
+
+def test_items_in_flight_are_visible_and_given_back_on_a_clean_stop(broker, clean_samples):
+    publish(*[node_batch(node="gpu-s", seq=s, samples=1, start=START + s * 10)
+              for s in range(1, 4)])
+    c = consumer(broker)
+    c.queue.heartbeat()
+    taken = c.queue.take(10, block_s=0)
+    assert [envelope_of(m)["agent"]["seq"] for m in taken] == [1, 2, 3]  # oldest first
+    assert c.queue.consumers() == 1 and c.queue.inflight() == 3
+    assert c.queue.release() == 3
+    assert broker.llen("ingest") == 3 and c.queue.inflight() == 0 and c.queue.consumers() == 0
