@@ -1,12 +1,19 @@
-"""Time series read back: aligned buckets, gaps as None, multi-node host CPU summed."""
+"""Time series read back: aligned buckets, gaps as None, multi-node host CPU summed, and the
+tier each step reads once compaction has run (rollups for steps of whole minutes, decoded
+chunks below), with the values raw rows give."""
 
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from clusterui.ingest.tasks import ingest_envelope
 from clusterui.jobs.models import Job
+from clusterui.telemetry import compaction
 from clusterui.telemetry.series import SeriesError, gpu_series, job_host_series, pick_step
+from tests import rows
 from tests.factories import node_batch
 
 pytestmark = pytest.mark.django_db
@@ -48,3 +55,43 @@ def test_a_bad_request_is_a_series_error():
         gpu_series([1], ["bogus"], at(0), at(60))
     with pytest.raises(SeriesError, match="to must be after from"):
         gpu_series([1], ["util_pct"], at(60), at(0))
+
+
+def _tables_read(fn):
+    with CaptureQueriesContext(connection) as ctx:
+        result = fn()
+    sql = " ".join(q["sql"] for q in ctx.captured_queries)
+    return result, {t for t in ("telemetry_gpurollup1m", "telemetry_gpurollup1h",
+                                "telemetry_gpuchunk", "telemetry_gpusample") if t in sql}
+
+
+def test_each_step_reads_its_tier_and_gives_what_the_raw_rows_gave():
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    start = now - dt.timedelta(hours=6)
+    gpus = list(rows.node(gpus=2, latest=False).gpus.order_by("index"))
+    rows.gpu_samples(gpus, start + dt.timedelta(seconds=7), now - dt.timedelta(hours=3),
+                     util=lambda g, k: round(20 + 60 * ((k * 7919 + g.index * 31) % 97) / 97, 2))
+    ids = [g.id for g in gpus]
+    end = now - dt.timedelta(hours=2)
+    reads = {  # step: the tier it must read once compacted
+        10: "telemetry_gpuchunk", 30: "telemetry_gpuchunk", 60: "telemetry_gpurollup1m",
+        300: "telemetry_gpurollup1m", 1800: "telemetry_gpurollup1m",
+        3600: "telemetry_gpurollup1h"}
+    raw = {(step, agg): gpu_series(ids, ["util_pct", "power_w"], start, end, step=step,
+                                   agg=agg).values
+           for step in reads for agg in ("avg", "max", "min")}
+    assert compaction.compact(now).rows == 2 * 3 * 360
+    for (step, agg), want in raw.items():
+        got, tables = _tables_read(lambda s=step, a=agg: gpu_series(
+            ids, ["util_pct", "power_w"], start, end, step=s, agg=a))
+        assert tables == {reads[step], "telemetry_gpusample"}, (step, agg)
+        for gpu in ids:
+            for metric in ("util_pct", "power_w"):
+                w, g = want[gpu][metric], got.values[gpu][metric]
+                assert [v is None for v in w] == [v is None for v in g]
+                assert [v for v in g if v is not None] == pytest.approx(
+                    [v for v in w if v is not None], abs=0.006), (step, agg, metric)
+    # A day's range: the picked step (300 s) reads the 1-minute rollups.
+    day, tables = _tables_read(lambda: gpu_series(ids, ["util_pct"], end - dt.timedelta(days=1),
+                                                  end))
+    assert day.step == 300 and tables == {"telemetry_gpurollup1m", "telemetry_gpusample"}
