@@ -246,7 +246,8 @@ def demo(args) -> None:
                    str(args.smtp_port), "--maildir", str(VAR / "mail")], env)
     spawn("web", [f"{bin_}/gunicorn", "clusterui.wsgi", "-b", f"127.0.0.1:{args.port}",
                   "-w", "2", "--access-logfile", "-"], env)
-    spawn("worker", [f"{bin_}/celery", "-A", "clusterui", "worker", "-Q", "ingest,default",
+    spawn("ingest", [sys.executable, "manage.py", "ingest_worker"], env)
+    spawn("worker", [f"{bin_}/celery", "-A", "clusterui", "worker", "-Q", "default",
                      "-c", "2", "-n", "demo@%h", "--loglevel", "INFO"], env)
     spawn("beat", [f"{bin_}/celery", "-A", "clusterui", "beat", "--loglevel", "INFO",
                    "-s", str(VAR / "celerybeat-schedule")], env)

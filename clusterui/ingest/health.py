@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+from django.conf import settings
 from django.db import connection
 
 
@@ -91,13 +92,19 @@ def queue_depth() -> dict:
     import redis
 
     from clusterui.ingest import deadletter
+    from clusterui.ingest.queue import ReliableQueue
 
     try:
         client = deadletter.client(timeout=2)
-        return {"queued": int(client.llen("ingest")), "reserved": int(client.hlen("unacked")),
+        bulk = ReliableQueue(client, settings.INGEST_QUEUE, consumer_id="health-page")
+        # Reserved: taken by a consumer and not yet committed (bulk consumers' in-flight
+        # lists, Celery workers' unacked messages).
+        return {"queued": int(client.llen(settings.INGEST_QUEUE)),
+                "reserved": int(client.hlen("unacked")) + bulk.inflight(),
+                "consumers": bulk.consumers(),
                 "dead_letters": int(client.llen(deadletter.KEY)), "error": None}
     except redis.exceptions.RedisError as exc:
-        return {"queued": None, "reserved": None, "dead_letters": None,
+        return {"queued": None, "reserved": None, "consumers": None, "dead_letters": None,
                 "error": f"broker unreachable: {exc}"}
 
 

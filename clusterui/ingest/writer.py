@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 
 import psycopg
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from clusterui.ingest import inventory_cache
 from clusterui.ingest.validate import Batch
@@ -100,8 +100,9 @@ def store_batches(batches: list[Batch], *, received_at: dt.datetime | None = Non
     partitions.ensure_partitions(_days(spans))
     try:
         return _store(batches, spans, received_at)
-    except psycopg.errors.CheckViolation as exc:
+    except (psycopg.errors.CheckViolation, IntegrityError) as exc:
         # Another process dropped a partition this one believed in: relearn and retry once.
+        # (Django's IntegrityError wraps psycopg's CheckViolation.)
         if "no partition" not in str(exc):
             raise
         partitions.forget_known()

@@ -1,6 +1,7 @@
 """The ingest health page (staff) and the silent-node email."""
 
 import datetime as dt
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -9,6 +10,7 @@ from django.utils import timezone
 
 from clusterui.celery import app
 from clusterui.ingest.models import IngestBatch, RejectedBatch
+from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.silence import alert_silent_nodes
 from clusterui.ingest.tasks import ingest_envelope
 from clusterui.inventory.models import Node
@@ -33,8 +35,12 @@ def test_the_page_shows_throughput_gaps_refusals_and_drops(staff_client, broker)
             batch["gpu_samples"]["rows"][0][3] = 140.0
         ingest_envelope(batch)
     ingest_envelope({"schema": 3, "cluster": "test", "node": "gpu-x"})
-    for seq in (7, 8):  # queued, with no worker to take them
+    for seq in (7, 8, 9):  # queued, with no worker to take them
         app.send_task("clusterui.ingest", args=[node_batch(seq=seq)], queue="ingest")
+    # A bulk consumer (alive) has taken the oldest one and not yet committed it.
+    consumer = ReliableQueue(broker, "ingest", consumer_id="c1")
+    consumer.heartbeat()
+    assert len(consumer.take(1, block_s=0)) == 1
 
     response = staff_client.get("/ingest/health/")
     assert response.status_code == 200
@@ -43,6 +49,9 @@ def test_the_page_shows_throughput_gaps_refusals_and_drops(staff_client, broker)
     gaps = response.context["gaps"]
     assert gaps == [{"cluster": "test", "node": "gpu-t001", "missing": 2}]
     assert response.context["queue"]["queued"] == 2
+    assert response.context["queue"]["reserved"] == 1
+    assert "2 batches queued · 1 being stored · 1 bulk consumer alive" in " ".join(
+        re.sub(r"<[^>]+>", " ", page).split())
     assert response.context["spool_drops"] == [{"node": "gpu-t001", "dropped": 2}]
     reasons = {r["reason"]: (r["count"], r["scope"]) for r in response.context["rejected"]}
     assert reasons == {
