@@ -248,3 +248,26 @@ def test_a_run_out_of_time_leaves_the_rest_to_the_next(cluster):
     steps = compaction.compact(NOW, gpus_per_transaction=1)
     assert steps.transactions == 4 and steps.rows == 4 * 360 and not steps.unfinished
     assert hot_count(NOW - dt.timedelta(hours=2)) == 0
+
+
+def test_each_rollup_goes_after_its_own_retention(settings):
+    settings.ROLLUP_1M_RETENTION_DAYS = 10  # shorter than the data's age; 1 h rollups stay
+    node = rows.node(gpus=1, latest=False)
+    gpu = node.gpus.get()
+    job = rows.job(gpus=[gpu], state="ended", started_at=NOW - dt.timedelta(days=30),
+                   ended_at=NOW - dt.timedelta(days=19))
+    old = NOW - dt.timedelta(days=20)
+    rows.gpu_samples([gpu], old, old + dt.timedelta(hours=1), util=util, job=job)
+    compaction.compact(NOW)
+    counts = ("SELECT (SELECT count(*) FROM telemetry_gpuchunk), "
+              "(SELECT count(*) FROM telemetry_gpurollup1m), "
+              "(SELECT count(*) FROM telemetry_jobrollup1m), "
+              "(SELECT count(*) FROM telemetry_gpurollup1h), "
+              "(SELECT count(*) FROM telemetry_jobrollup1h)")
+    assert fetch(counts) == [(1, 60, 60, 1, 1)]
+    maintain_partitions()
+    partitions.forget_known()
+    assert fetch(counts) == [(0, 0, 0, 1, 1)]
+    hourly = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=1), step=3600)
+    assert hourly.values[gpu.id]["util_pct"][0] == pytest.approx(
+        np.mean([util(gpu, k) for k in range(360)]), abs=0.006)
