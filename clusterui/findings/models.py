@@ -2,7 +2,7 @@
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity, UtilSource
 
@@ -120,8 +120,21 @@ class JobEfficiency(models.Model):
 
     class Meta:
         indexes = [
-            # The jobs list sorted by waste, and "most wasteful jobs" on the overview.
+            # "Most wasteful jobs" on the overview.
             models.Index(fields=["-gpu_hours_wasted"], name="jobeff_wasted_idx"),
+            # The jobs list sorted by waste: its exact order (nulls last, then newest job),
+            # so a page is an index walk that stops after it (clusterui.jobs.listing).
+            models.Index(F("gpu_hours_wasted").desc(nulls_last=True), F("job_id").desc(),
+                         name="jobeff_wasted_page_idx"),
+            # GPU-hours wasted since midnight (the overview): an index-only scan of the
+            # windows that reach into today, never the rows with their JSON.
+            models.Index(fields=["window_end"], include=["window_start", "gpu_hours_wasted"],
+                         condition=Q(gpu_hours_wasted__gt=0), name="jobeff_wasted_window_idx"),
+            # Usage per user or account over a range (overview, users page): each active
+            # job's figures from the index, not from its row.
+            models.Index(fields=["job"], include=["gpu_hours_allocated", "gpu_hours_used",
+                                                  "gpu_hours_wasted"],
+                         name="jobeff_job_figures_idx"),
         ]
 
     def __str__(self):

@@ -1,7 +1,7 @@
 """Batch jobs, as the collectors attribute GPUs to them."""
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from clusterui.jobs.choices import JobState, Scheduler
 
@@ -51,6 +51,14 @@ class Job(models.Model):
             ),
             # A researcher's job list: their jobs, newest first.
             models.Index(fields=["user", "-started_at"], name="job_user_started_idx"),
+            # The jobs list's default order (newest first, unknown starts last, then id):
+            # page 1 of a million jobs is an index walk, not a sort.
+            models.Index(F("started_at").desc(nulls_last=True), F("id").desc(),
+                         name="job_started_page_idx"),
+            # Jobs active in a range (overview, users page): those that ended after its
+            # start, found without a scan of every job.
+            models.Index(fields=["ended_at"], include=["user", "account", "started_at"],
+                         name="job_ended_idx"),
         ]
 
     def __str__(self):

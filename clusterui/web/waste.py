@@ -28,9 +28,12 @@ def wasted_gpu_hours_since(jobs, since: dt.datetime, now: dt.datetime | None = N
         " EXTRACT(EPOCH FROM LEAST(window_end, %s) - GREATEST(window_start, %s))"
         " / NULLIF(EXTRACT(EPOCH FROM window_end - window_start), 0)))",
         [now, since], output_field=FloatField())
-    total = JobEfficiency.objects.filter(
-        job__in=jobs, window_end__gt=since, gpu_hours_wasted__gt=0
-    ).aggregate(total=Sum(share))["total"]
+    rows = JobEfficiency.objects.filter(window_end__gt=since, gpu_hours_wasted__gt=0)
+    if jobs.query.where:
+        # A scoped queryset (a researcher's jobs). Unscoped (staff), every row counts: the
+        # semi-join with every job would cost more than the index-only sum itself.
+        rows = rows.filter(job__in=jobs)
+    total = rows.aggregate(total=Sum(share))["total"]
     return float(total or 0.0)
 
 

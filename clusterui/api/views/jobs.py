@@ -10,6 +10,7 @@ from clusterui.api.serializers.jobs import JobDetailSerializer, JobSerializer
 from clusterui.api.views.base import metrics_action
 from clusterui.findings.models import Finding
 from clusterui.jobs.filtersets import JobFilterSet, with_efficiency
+from clusterui.jobs.listing import ordered_for_pages
 from clusterui.jobs.models import Job, JobGpu
 
 
@@ -36,6 +37,12 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
                 Prefetch("findings", Finding.objects.order_by("-last_seen")),
             )
         return jobs
+
+    def paginate_queryset(self, queryset):
+        # Sorted by an efficiency figure, a page walks an index instead of sorting every
+        # job (clusterui.jobs.listing); the answer's count stays exact.
+        ordering = self.request.query_params.get("ordering", "").split(",")
+        return super().paginate_queryset(ordered_for_pages(queryset, ordering))
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer

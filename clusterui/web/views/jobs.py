@@ -1,7 +1,6 @@
 """The jobs list and the job page."""
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.core.paginator import Paginator
 from django.db.models import (
     Count,
     F,
@@ -17,6 +16,7 @@ from django.utils import timezone
 from clusterui.findings.choices import FindingKind
 from clusterui.findings.models import Finding
 from clusterui.jobs.filtersets import JobFilterSet, with_efficiency
+from clusterui.jobs.listing import JobPaginator, ordered_for_pages
 from clusterui.jobs.models import Job, JobGpu
 from clusterui.telemetry.models import GpuEvent
 from clusterui.web import jobpage
@@ -47,14 +47,19 @@ def _gpu_count():
 
 def job_list(request):
     """Jobs the user may see: search, filters, sorting by efficiency or waste, pages."""
-    jobs = with_efficiency(Job.objects.visible_to(request.user)).annotate(gpu_count=_gpu_count())
+    # The efficiency row's per-GPU figures and accumulators are not shown here.
+    jobs = (with_efficiency(Job.objects.visible_to(request.user))
+            .defer("efficiency__per_gpu", "efficiency__accum")
+            .annotate(gpu_count=_gpu_count()))
     filters = JobFilterSet(request.GET, queryset=jobs)
     valid = filters.is_valid()
     qs = filters.qs if valid else jobs.none()
-    if not request.GET.get("ordering"):
+    ordering = filters.form.cleaned_data.get("ordering") if valid else None
+    if not ordering:
         # Newest first; a job whose start the scheduler did not report goes last.
         qs = qs.order_by(F("started_at").desc(nulls_last=True), "-id")
-    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    paginator = JobPaginator(ordered_for_pages(qs, ordering), PAGE_SIZE)
+    page = paginator.get_page(request.GET.get("page"))
     open_findings = Finding.objects.visible_to(request.user).open().annotate(
         rank=SEVERITY_RANK).order_by("-rank", "kind")
     rows = list(page.object_list)
