@@ -1,19 +1,30 @@
 #!/usr/bin/env python
-"""Storage per GPU sample at the raw resolution, indexes included.
+"""Storage per GPU sample: the hot table, the packed hour chunks and the rollups.
 
-Writes a realistic day-partitioned sample set (1,000 GPUs x 2,000 samples at 10 s, with
-values that vary like real telemetry, some nulls) into a scratch database, then reports
-heap, index and total bytes per GPU sample from PostgreSQL's own sizes.
+A simulated cluster (``collectors/sim``: the real collector code on simulated GPUs, jobs
+of every scenario coming and going, idle GPUs between them) runs for one day at 10 s
+sampling (16 GPUs by default: the figures are per sample and per (GPU, hour) chunk, so more
+GPUs change them little and the simulator takes about 10 s per GPU-day on 2 cores); its batches go through the real ingest writer into a scratch database. Then:
 
-    python benchmarks/storage.py [--gpus 1000] [--samples 2000]
+1. the hot tier (``telemetry_gpusample``): heap and btree bytes per GPU sample;
+2. compaction (``clusterui.telemetry.compaction``) packs the whole day into (GPU, hour)
+   chunks and rollups, as beat does once the hours are older than ``RAW_HOT_HOURS``;
+3. the packed tier (``telemetry_gpuchunk``): heap + TOAST + indexes per GPU sample, and the
+   rollups' bytes (per GPU sample, and per row).
+
+All sizes are PostgreSQL's own (``pg_relation_size``/``pg_table_size``/``pg_indexes_size``
+after ``VACUUM ANALYZE``), summed over the partitions.
+
+    python benchmarks/storage.py [--nodes 2] [--gpus-per-node 8] [--hours 24]
 """
 
 import argparse
 import datetime as dt
+import logging
 import os
-import random
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,11 +33,29 @@ BASE_DB = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clu
 DB = BASE_DB.rsplit("/", 1)[0] + "/clusterui_bench_storage"
 
 
+def sizes(conn, table: str) -> tuple[int, int, int]:
+    """(main heap, TOAST + free-space and visibility maps, indexes) of a partitioned table."""
+    return conn.execute(
+        """
+        SELECT coalesce(sum(pg_relation_size(c.oid)), 0)::bigint,
+               coalesce(sum(pg_table_size(c.oid) - pg_relation_size(c.oid)), 0)::bigint,
+               coalesce(sum(pg_indexes_size(c.oid)), 0)::bigint
+        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s
+        """, [table]).fetchone()
+
+
+def vacuum(conn, table: str) -> None:
+    conn.execute(f"VACUUM ANALYZE {table}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--gpus", type=int, default=1000)
-    parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--interval", type=float, default=10.0)
     args = parser.parse_args()
     import psycopg
 
@@ -34,57 +63,102 @@ def main() -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS clusterui_bench_storage WITH (FORCE)")
         conn.execute("CREATE DATABASE clusterui_bench_storage")
-    env = {**os.environ, "DATABASE_URL": DB, "DEBUG": "1",
-           "DJANGO_SETTINGS_MODULE": "clusterui.settings"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env,
-                   check=True)
-    url = DB.replace("postgres://", "postgresql://", 1)
-    start = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
-    with psycopg.connect(url, autocommit=True) as conn:
-        days = {(start + dt.timedelta(seconds=10 * i)).date() for i in range(args.samples)}
-        for day in sorted(days):
-            nxt = day + dt.timedelta(days=1)
-            conn.execute(f"CREATE TABLE telemetry_gpusample_p{day:%Y%m%d} PARTITION OF "
-                         f"telemetry_gpusample FOR VALUES FROM ('{day}') TO ('{nxt}')")
-    rng = random.Random(7)
-    cols = ("ts", "energy_j", "throttle_reasons", "gpu_id", "job_id", "util_pct",
-            "mem_util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz",
-            "sm_active_pct", "tensor_active_pct", "dram_active_pct", "pcie_tx_bytes_per_s",
-            "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
-    types = ["timestamptz", "float8", "int8", "int4", "int4", "float4", "float4", "int4"] + \
-        ["float4"] * 10
+    os.environ.update({"DATABASE_URL": DB, "DEBUG": "1",
+                       "DJANGO_SETTINGS_MODULE": "clusterui.settings"})
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT,
+                   env=os.environ, check=True)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    logging.getLogger("collectors").setLevel(logging.WARNING)
+    logging.getLogger("clusterui").setLevel(logging.WARNING)
+    from django.utils import timezone
+
+    from clusterui.ingest.simulate import simulated_cluster
+    from clusterui.jobs.tasks import close_stale_jobs
+    from clusterui.telemetry import codec, compaction
+    from clusterui.telemetry.metrics import (
+        GPU_CHUNK_TABLE,
+        GPU_ROLLUP_TABLES,
+        GPU_SAMPLE_TABLE,
+        JOB_ROLLUP_TABLES,
+    )
+
+    # A whole day (midnight to midnight) three days ago: every hour of it is closed, and
+    # the jobs it leaves running end long before the detectors' final lookback, so nothing
+    # holds compaction back.
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    # The simulator samples in (end - hours, end]: the day's last sample is 23:59:50.
+    end = today - dt.timedelta(days=2, seconds=1)
     began = time.perf_counter()
-    with psycopg.connect(url) as conn, conn.cursor() as cur:
-        with cur.copy(f"COPY telemetry_gpusample ({', '.join(cols)}) FROM STDIN "
-                      "(FORMAT BINARY)") as copy:
-            copy.set_types(types)
-            for k in range(args.samples):
-                ts = start + dt.timedelta(seconds=10 * k)
-                for g in range(1, args.gpus + 1):
-                    util = min(100.0, max(0.0, rng.gauss(70, 25)))
-                    copy.write_row((
-                        ts, 1e6 + k * 6500.0 + g, 0 if util > 5 else 1, g, g // 8 + 1, util,
-                        util * 0.4, 40000 + g, 300 + util * 4, 40 + util / 4, 1980.0,
-                        util * 0.8, util * 0.4, util * 0.5, 1e9 * rng.random(),
-                        1e9 * rng.random(), None if g % 10 == 0 else 5e10 * rng.random(),
-                        None if g % 10 == 0 else 5e10 * rng.random()))
-        conn.commit()
-    rows = args.gpus * args.samples
-    copy_s = time.perf_counter() - began
+    with tempfile.TemporaryDirectory(prefix="clusterui-bench-storage-") as root:
+        _, counts = simulated_cluster(nodes=args.nodes, gpus=args.gpus_per_node,
+                                      hours=args.hours, end=end.timestamp(), seed=8,
+                                      interval=args.interval, cluster="bench", root_dir=root)
+    sim_s = time.perf_counter() - began
+    close_stale_jobs()
+    url = DB.replace("postgres://", "postgresql://", 1)
+    gpus = args.nodes * args.gpus_per_node
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE telemetry_gpusample")
-        heap, index = conn.execute(
-            """
-            SELECT sum(pg_table_size(c.oid)), sum(pg_indexes_size(c.oid))
-            FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-            JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'telemetry_gpusample'
-            """).fetchone()
-    print(f"storage of raw GPU samples ({rows:,} rows, 18 columns, 1 btree (gpu_id, ts))")
-    print(f"  heap                 : {heap / rows:6.1f} bytes per GPU sample")
-    print(f"  index                : {index / rows:6.1f} bytes per GPU sample")
-    print(f"  total                : {(heap + index) / rows:6.1f} bytes per GPU sample "
-          "(target <= 40)")
-    print(f"  binary COPY          : {rows / copy_s:9.0f} rows/s (generation included)")
+        vacuum(conn, GPU_SAMPLE_TABLE)
+        samples = conn.execute(f"SELECT count(*) FROM {GPU_SAMPLE_TABLE}").fetchone()[0]
+        null_share = conn.execute(
+            f"SELECT avg((sm_active_pct IS NULL)::int) FROM {GPU_SAMPLE_TABLE}").fetchone()[0]
+        hot = sizes(conn, GPU_SAMPLE_TABLE)
+    print(f"a simulated day: {args.nodes} nodes x {args.gpus_per_node} GPUs = {gpus} GPUs, "
+          f"{args.hours:g} h at {args.interval:g} s: {samples:,} GPU samples "
+          f"({counts['batches']:,} batches through the ingest writer, {sim_s:.0f} s; "
+          f"{float(null_share):.0%} of samples without GPM metrics)")
+    print()
+    print("hot tier, telemetry_gpusample (a row per sample, 1 btree (gpu_id, ts))")
+    print(f"  heap                 : {hot[0] / samples:7.1f} bytes per GPU sample")
+    print(f"  TOAST, maps          : {hot[1] / samples:7.1f}")
+    print(f"  indexes              : {hot[2] / samples:7.1f}")
+    print(f"  total                : {sum(hot) / samples:7.1f} bytes per GPU sample")
+
+    began = time.perf_counter()
+    result = compaction.compact(timezone.now(), budget_s=10**9)
+    compact_s = time.perf_counter() - began
+    assert result.rows == samples and not result.held_back, result
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table in (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values()):
+            vacuum(conn, table)
+        chunks, packed_n = conn.execute(
+            f"SELECT count(*), sum(n) FROM {GPU_CHUNK_TABLE}").fetchone()
+        assert packed_n == samples, (packed_n, samples)
+        packed = sizes(conn, GPU_CHUNK_TABLE)
+        blob = conn.execute(f"SELECT avg(octet_length(data)) FROM {GPU_CHUNK_TABLE}").fetchone()[0]
+        rollups = []
+        for table in (*GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values()):
+            n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            rollups.append((table, n, sum(sizes(conn, table))))
+    print()
+    print(f"compaction: {result.rows:,} hot rows into {result.chunks:,} (GPU, hour) chunks in "
+          f"{result.transactions} transactions, {compact_s:.1f} s "
+          f"({result.rows / compact_s:,.0f} samples/s, rollups included)")
+    print()
+    print("packed tier, telemetry_gpuchunk (a row per GPU and hour, 1 btree (gpu_id, start))")
+    print(f"  heap                 : {packed[0] / samples:7.2f} bytes per GPU sample")
+    print(f"  TOAST, maps          : {packed[1] / samples:7.2f}")
+    print(f"  indexes              : {packed[2] / samples:7.2f}")
+    print(f"  total                : {sum(packed) / samples:7.2f} bytes per GPU sample "
+          f"(target <= 40; {sum(hot) / sum(packed):.1f}x smaller than the hot tier)")
+    print(f"  chunk blob           : {float(blob):7.0f} bytes on average "
+          f"({samples / chunks:.0f} samples per chunk)")
+    print()
+    print("rollups (heap + TOAST + indexes)")
+    for table, n, size in rollups:
+        print(f"  {table:22s}: {size / samples:7.2f} bytes per GPU sample "
+              f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
+    total = sum(size for _, _, size in rollups)
+    print(f"  all rollups          : {total / samples:7.2f} bytes per GPU sample")
+    print()
+    print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4)")
+    for metric, (kind, scale) in codec.PRECISION.items():
+        what = {"scale": f"1/{scale:g} of the unit", "int": "exact integer",
+                "f32": "exact (the hot tier's float32)"}[kind]
+        print(f"  {metric:22s}: {what}")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS clusterui_bench_storage WITH (FORCE)")
 
