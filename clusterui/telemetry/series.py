@@ -16,7 +16,10 @@ GPU series read both storage tiers, whatever the range: a sample is in exactly o
   aggregated in SQL, again in one statement.
 
 Values from the packed tier and the rollups carry the codec's quantisation
-(``codec.PRECISION``); the rollups' averages are float4.
+(``codec.PRECISION``); the rollups' averages are float4. A rollup's average is weighted by
+its bucket's sample count ``n``, which also counts samples where that metric was null: exact
+when a metric is present in all or none of a minute's samples (the collectors' case: a
+metric a GPU lacks is null in every sample), slightly off otherwise.
 """
 
 import datetime as dt
