@@ -23,6 +23,7 @@ import redis
 log = logging.getLogger(__name__)
 
 PREFIX = "clusterui:ingest:consumer"
+SLOTS = ("a", "b")
 
 # Move up to ARGV[1] items from the consuming (right) end of KEYS[1] into KEYS[2].
 _TAKE = """
@@ -53,7 +54,6 @@ class ReliableQueue:
         self.queue = queue
         self.ttl_s = ttl_s
         self.id = consumer_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.inflight_key = f"{PREFIX}:{queue}:inflight:{self.id}"
         self.alive_key = f"{PREFIX}:{queue}:alive:{self.id}"
         self._take = client.register_script(_TAKE)
         self._restore = client.register_script(_RESTORE)
@@ -61,32 +61,38 @@ class ReliableQueue:
     def heartbeat(self) -> None:
         self.client.set(self.alive_key, "1", ex=self.ttl_s)
 
-    def take(self, max_items: int, block_s: float = 1.0) -> list[bytes]:
+    def inflight_key(self, slot: str = "a") -> str:
+        """The in-flight list of one of this consumer's slots (a slot holds one flush; a
+        consumer may keep two flushes in hand)."""
+        return f"{PREFIX}:{self.queue}:inflight:{self.id}/{slot}"
+
+    def take(self, max_items: int, block_s: float = 1.0, slot: str = "a") -> list[bytes]:
         """Up to ``max_items`` items, oldest first; waits up to ``block_s`` for the first.
 
-        The items stay in this consumer's in-flight list until ``ack``; a previous take's
-        items still there (a crash of this process between commit and ack cannot leave
-        any: a new process has a new id) come back first.
+        The items stay in the slot's in-flight list until ``ack(slot)``; items a previous
+        take left there unacknowledged (a failed ack) come back first.
         """
-        pending = self.client.lrange(self.inflight_key, 0, -1)
+        key = self.inflight_key(slot)
+        pending = self.client.lrange(key, 0, -1)
         if pending:
             return pending
-        items = self._take(keys=[self.queue, self.inflight_key], args=[max_items])
+        items = self._take(keys=[self.queue, key], args=[max_items])
         if not items and block_s > 0:
-            first = self.client.blmove(self.queue, self.inflight_key, block_s, "RIGHT", "LEFT")
+            first = self.client.blmove(self.queue, key, block_s, "RIGHT", "LEFT")
             if first is None:
                 return []
-            more = self._take(keys=[self.queue, self.inflight_key], args=[max_items - 1])
+            more = self._take(keys=[self.queue, key], args=[max_items - 1])
             return [first, *reversed(more)]
         return list(reversed(items))
 
-    def ack(self) -> None:
-        self.client.delete(self.inflight_key)
+    def ack(self, slot: str = "a") -> None:
+        self.client.delete(self.inflight_key(slot))
 
     def release(self) -> int:
         """Hand this consumer's in-flight items back to the queue (a clean shutdown)."""
         self.client.delete(self.alive_key)
-        return self._restore(keys=[self.queue, self.inflight_key, self.alive_key])
+        return sum(self._restore(keys=[self.queue, self.inflight_key(slot), self.alive_key])
+                   for slot in SLOTS)
 
     def sweep(self) -> int:
         """Requeue the in-flight items of consumers whose liveness key has expired."""
@@ -94,7 +100,7 @@ class ReliableQueue:
         prefix = f"{PREFIX}:{self.queue}:inflight:"
         for key in self.client.scan_iter(match=f"{prefix}*", count=500):
             key = key.decode() if isinstance(key, bytes) else key
-            owner = key[len(prefix):]
+            owner = key[len(prefix):].rsplit("/", 1)[0]
             if owner == self.id:
                 continue
             alive = f"{PREFIX}:{self.queue}:alive:{owner}"

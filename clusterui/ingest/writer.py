@@ -10,9 +10,13 @@ one statement each.
 
 import datetime as dt
 import logging
+import struct
 from dataclasses import dataclass
+from itertools import repeat
 
 import psycopg
+import psycopg.adapt
+import psycopg.postgres
 from django.db import IntegrityError, connection, transaction
 
 from clusterui.ingest import inventory_cache
@@ -139,12 +143,19 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                               when)
             job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], _upsert_jobs, batch,
                               cluster_id, gpu_ids, when)
-            gpu_rows.extend(
-                (_dt(r[0]), gpu_ids[r[1]], None if r[2] is None else job_ids[r[2]], *r[3:])
-                for r in batch.gpu_rows
-            )
-            nic_rows.extend((_dt(r[0]), nic_ids[r[1]], *r[2:]) for r in batch.nic_rows)
-            job_rows.extend((_dt(r[0]), job_ids[r[1]], node_id, *r[2:]) for r in batch.job_rows)
+            # Column-wise, at C speed: batch-local references become database ids; the
+            # time stays Unix seconds (the COPY's timestamp dumper takes it as is).
+            if batch.gpu_rows:
+                ts, gpu, job, *values = zip(*batch.gpu_rows, strict=True)
+                gpu_rows.extend(zip(ts, map(gpu_ids.__getitem__, gpu),
+                                    map(job_ids.get, job), *values, strict=True))
+            if batch.nic_rows:
+                ts, nic, *values = zip(*batch.nic_rows, strict=True)
+                nic_rows.extend(zip(ts, map(nic_ids.__getitem__, nic), *values, strict=True))
+            if batch.job_rows:
+                ts, job, *values = zip(*batch.job_rows, strict=True)
+                job_rows.extend(zip(ts, map(job_ids.__getitem__, job), repeat(node_id),
+                                    *values))
             _insert_events(cur, batch, gpu_ids, batch_id)
             stored.append((batch, batch_id))
             results.append(StoreResult(
@@ -181,7 +192,7 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
     cur.execute(
         """
         INSERT INTO inventory_cluster (name, created_at)
-        SELECT u.name, %s FROM unnest(%s::text[]) AS u(name)
+        SELECT u.name, %s FROM unnest(%b::text[]) AS u(name)
         ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING name, id
         """,
         (received_at, clusters),
@@ -194,8 +205,8 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
             (cluster_id, name, agent_version, simulated, sample_interval_s, first_seen,
              last_seen)
         SELECT u.cluster, u.name, u.version, u.simulated, u.interval, u.seen, u.seen
-        FROM unnest(%s::int[], %s::text[], %s::text[], %s::bool[], %s::float8[],
-                    %s::timestamptz[]) AS u(cluster, name, version, simulated, interval, seen)
+        FROM unnest(%b::int[], %b::text[], %b::text[], %b::bool[], %b::float8[],
+                    %b::timestamptz[]) AS u(cluster, name, version, simulated, interval, seen)
         ON CONFLICT (cluster_id, name) DO UPDATE SET
             agent_version = EXCLUDED.agent_version,
             simulated = EXCLUDED.simulated,
@@ -227,9 +238,9 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
              rejected_reasons, rejected_examples, spool_dropped, key_id)
         SELECT u.node, u.boot, u.seq, u.sent, %s, u.first, u.last, u.gpu, u.nic, u.job,
                u.events, u.rejected, u.reasons, u.examples, u.dropped, u.key
-        FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::timestamptz[],
-                    %s::timestamptz[], %s::timestamptz[], %s::int[], %s::int[], %s::int[],
-                    %s::int[], %s::int[], %s::jsonb[], %s::jsonb[], %s::int[], %s::text[])
+        FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::timestamptz[],
+                    %b::timestamptz[], %b::timestamptz[], %b::int[], %b::int[], %b::int[],
+                    %b::int[], %b::int[], %b::jsonb[], %b::jsonb[], %b::int[], %b::text[])
              WITH ORDINALITY AS u(node, boot, seq, sent, first, last, gpu, nic, job, events,
                                   rejected, reasons, examples, dropped, key, pos)
         ORDER BY u.pos
@@ -264,10 +275,30 @@ def _cached(cur, kind: str, owner_id: int, content, upsert, *args):
     return ids
 
 
+class _UnixTimeDumper(psycopg.adapt.Dumper):
+    """Unix seconds (a float) as a binary timestamptz: microseconds since 2000-01-01 UTC,
+    without making a datetime per row."""
+
+    format = psycopg.pq.Format.BINARY
+    oid = psycopg.postgres.types["timestamptz"].oid
+
+    def dump(self, obj: float) -> bytes:
+        return _INT8.pack(round((obj - _PG_EPOCH_UNIX) * 1_000_000))
+
+
+_INT8 = struct.Struct("!q")
+_PG_EPOCH_UNIX = 946_684_800.0
+
+
+class _UnixTime:
+    """Only a key to register _UnixTimeDumper under; set_types finds it by its oid."""
+
+
 def _copy(cur, table: str, columns: tuple[str, ...], types: tuple[str, ...],
           rows: list[tuple]) -> None:
     if not rows:
         return
+    cur.adapters.register_dumper(_UnixTime, _UnixTimeDumper)  # this cursor only
     with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(types)
         for row in rows:
@@ -440,13 +471,13 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
     """Upsert the "now" tables in one statement each, newer sample wins."""
     gpus = _newest(gpu_rows)
     if gpus:
-        columns = list(zip(*[(r[1], r[0], *r[2:]) for r in gpus], strict=True))
+        columns = list(zip(*[(r[1], _dt(r[0]), *r[2:]) for r in gpus], strict=True))
         # One type per array: validation may leave an int in a real column.
         columns = [c if t not in ("real", "double precision") else
                    [None if v is None else float(v) for v in c]
                    for c, t in zip(columns, _LATEST_GPU_TYPES, strict=True)]
         cols = ", ".join(_LATEST_GPU_COLS)
-        arrays = ", ".join(f"%s::{t}[]" for t in _LATEST_GPU_TYPES)
+        arrays = ", ".join(f"%b::{t}[]" for t in _LATEST_GPU_TYPES)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _LATEST_GPU_COLS[1:])
         cur.execute(
             f"INSERT INTO telemetry_gpulatest ({cols}) SELECT * FROM unnest({arrays}) "
@@ -457,11 +488,11 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
         )
     nics = _newest(nic_rows)
     if nics:
-        columns = list(zip(*[(r[1], r[0], _float(r[2]), _float(r[3])) for r in nics],
+        columns = list(zip(*[(r[1], _dt(r[0]), _float(r[2]), _float(r[3])) for r in nics],
                            strict=True))
         cur.execute(
             "INSERT INTO telemetry_niclatest (nic_id, ts, rx_bytes_per_s, tx_bytes_per_s) "
-            "SELECT * FROM unnest(%s::bigint[], %s::timestamptz[], %s::float8[], %s::float8[]) "
+            "SELECT * FROM unnest(%b::bigint[], %b::timestamptz[], %b::float8[], %b::float8[]) "
             "ON CONFLICT (nic_id) DO UPDATE SET ts = EXCLUDED.ts, "
             "rx_bytes_per_s = EXCLUDED.rx_bytes_per_s, tx_bytes_per_s = EXCLUDED.tx_bytes_per_s "
             "WHERE telemetry_niclatest.ts <= EXCLUDED.ts",

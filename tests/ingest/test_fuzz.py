@@ -118,3 +118,35 @@ def test_a_deeply_nested_envelope_is_refused_with_a_reason():
     refusal = RejectedBatch.objects.get()
     assert refusal.reason == "cluster: must be a string, got dict"
     assert refusal.excerpt.startswith("<dict that cannot be shown")
+
+
+@settings(max_examples=200, deadline=None)
+@given(mutations=st.lists(st.tuples(
+    st.tuples(st.sampled_from(["gpu_samples", "nic_samples", "job_samples"]),
+              st.integers(min_value=0, max_value=63), st.integers(min_value=0, max_value=17)),
+    junk | timestamps | st.floats(min_value=-10, max_value=1e14) | st.integers(0, 2**64)),
+    max_size=3))
+def test_the_columnwise_check_and_the_row_by_row_check_agree(mutations):
+    """Large sections are checked column by column (validate._clean_rows), falling back to
+    the row loop on anything unusual: for any corruption, both give the same rows and the
+    same refusals."""
+    from clusterui.ingest import validate
+
+    envelope = node_batch(samples=8, gpus=8, nics=4)  # 64 GPU rows: above the threshold
+    assert len(envelope["gpu_samples"]["rows"]) >= validate.COLUMNWISE_MIN_ROWS
+    for (section, row, column), value in mutations:
+        rows = envelope[section]["rows"]
+        if row < len(rows) and column < len(rows[row]):
+            rows[row][column] = value
+    results = []
+    for fast in (True, False):
+        validate.FAST_PATH = fast
+        try:
+            batch = validate.validate_batch(copy.deepcopy(envelope), now=NOW)
+        except validate.BatchRejected as exc:
+            results.append(exc.reason)
+            continue
+        finally:
+            validate.FAST_PATH = True
+        results.append((batch.gpu_rows, batch.nic_rows, batch.job_rows, dict(batch.rejected)))
+    assert results[0] == results[1]
