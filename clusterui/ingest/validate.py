@@ -412,8 +412,9 @@ def _clean_rows(rows, width, ts_at, ref_at, ref_is_job, known, job_at, jobs, pla
             out_cols.append(repeat(None, len(rows)))
         else:
             job_col = cols[job_at]
-            named = set(job_col) - {None}
-            if set(map(type, named)) - {str} or not named <= jobs.keys():
+            if not set(map(type, job_col)) <= {str, _NONE}:
+                return None
+            if not set(job_col) - {None} <= jobs.keys():
                 return None
             out_cols.append(job_col)
     for metric, at in plan:

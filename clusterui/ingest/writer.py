@@ -10,13 +10,11 @@ one statement each.
 
 import datetime as dt
 import logging
-import struct
 from dataclasses import dataclass
 from itertools import repeat
 
+import numpy as np
 import psycopg
-import psycopg.adapt
-import psycopg.postgres
 from django.db import IntegrityError, connection, transaction
 
 from clusterui.ingest import inventory_cache
@@ -41,9 +39,11 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 # Binary COPY needs each column's exact type.
 _BINARY = {"real": "float4", "integer": "int4", "bigint": "int8", "double precision": "float8"}
-GPU_COPY_TYPES = ("timestamptz", "int4", "int4", *(_BINARY[m.sql_type] for m in GPU_METRICS))
-NIC_COPY_TYPES = ("timestamptz", "int4", *(_BINARY[m.sql_type] for m in NIC_METRICS))
-JOB_COPY_TYPES = ("timestamptz", "int4", "int4", *(_BINARY[m.sql_type] for m in JOB_METRICS))
+# The time column goes as int8: a binary timestamptz *is* microseconds since 2000-01-01 UTC,
+# computed for a whole column at once (``_pg_micros``), not a datetime per row.
+GPU_COPY_TYPES = ("int8", "int4", "int4", *(_BINARY[m.sql_type] for m in GPU_METRICS))
+NIC_COPY_TYPES = ("int8", "int4", *(_BINARY[m.sql_type] for m in NIC_METRICS))
+JOB_COPY_TYPES = ("int8", "int4", "int4", *(_BINARY[m.sql_type] for m in JOB_METRICS))
 
 
 @dataclass
@@ -59,6 +59,21 @@ class StoreResult:
 def _dt(ts: float | None) -> dt.datetime | None:
     # Adding a timedelta is several times faster than fromtimestamp(ts, UTC).
     return None if ts is None else _EPOCH + dt.timedelta(seconds=ts)
+
+
+_PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=UTC)
+_PG_EPOCH_UNIX = 946_684_800.0
+
+
+def _pg_micros(stamps) -> list[int]:
+    """Unix seconds -> microseconds since 2000-01-01 UTC (a binary timestamptz), rounded
+    half to even like a datetime."""
+    micros = np.rint((np.asarray(stamps, dtype=np.float64) - _PG_EPOCH_UNIX) * 1e6)
+    return micros.astype(np.int64).tolist()
+
+
+def _from_pg_micros(micros: int) -> dt.datetime:
+    return _PG_EPOCH + dt.timedelta(microseconds=micros)
 
 
 def _span(batch: Batch) -> tuple[float | None, float | None]:
@@ -143,18 +158,19 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                               when)
             job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], _upsert_jobs, batch,
                               cluster_id, gpu_ids, when)
-            # Column-wise, at C speed: batch-local references become database ids; the
-            # time stays Unix seconds (the COPY's timestamp dumper takes it as is).
+            # Column-wise, at C speed: batch-local references become database ids, times
+            # become PostgreSQL's microseconds.
             if batch.gpu_rows:
                 ts, gpu, job, *values = zip(*batch.gpu_rows, strict=True)
-                gpu_rows.extend(zip(ts, map(gpu_ids.__getitem__, gpu),
+                gpu_rows.extend(zip(_pg_micros(ts), map(gpu_ids.__getitem__, gpu),
                                     map(job_ids.get, job), *values, strict=True))
             if batch.nic_rows:
                 ts, nic, *values = zip(*batch.nic_rows, strict=True)
-                nic_rows.extend(zip(ts, map(nic_ids.__getitem__, nic), *values, strict=True))
+                nic_rows.extend(zip(_pg_micros(ts), map(nic_ids.__getitem__, nic), *values,
+                                    strict=True))
             if batch.job_rows:
                 ts, job, *values = zip(*batch.job_rows, strict=True)
-                job_rows.extend(zip(ts, map(job_ids.__getitem__, job), repeat(node_id),
+                job_rows.extend(zip(_pg_micros(ts), map(job_ids.__getitem__, job), repeat(node_id),
                                     *values))
             _insert_events(cur, batch, gpu_ids, batch_id)
             stored.append((batch, batch_id))
@@ -275,30 +291,10 @@ def _cached(cur, kind: str, owner_id: int, content, upsert, *args):
     return ids
 
 
-class _UnixTimeDumper(psycopg.adapt.Dumper):
-    """Unix seconds (a float) as a binary timestamptz: microseconds since 2000-01-01 UTC,
-    without making a datetime per row."""
-
-    format = psycopg.pq.Format.BINARY
-    oid = psycopg.postgres.types["timestamptz"].oid
-
-    def dump(self, obj: float) -> bytes:
-        return _INT8.pack(round((obj - _PG_EPOCH_UNIX) * 1_000_000))
-
-
-_INT8 = struct.Struct("!q")
-_PG_EPOCH_UNIX = 946_684_800.0
-
-
-class _UnixTime:
-    """Only a key to register _UnixTimeDumper under; set_types finds it by its oid."""
-
-
 def _copy(cur, table: str, columns: tuple[str, ...], types: tuple[str, ...],
           rows: list[tuple]) -> None:
     if not rows:
         return
-    cur.adapters.register_dumper(_UnixTime, _UnixTimeDumper)  # this cursor only
     with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(types)
         for row in rows:
@@ -471,7 +467,7 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
     """Upsert the "now" tables in one statement each, newer sample wins."""
     gpus = _newest(gpu_rows)
     if gpus:
-        columns = list(zip(*[(r[1], _dt(r[0]), *r[2:]) for r in gpus], strict=True))
+        columns = list(zip(*[(r[1], _from_pg_micros(r[0]), *r[2:]) for r in gpus], strict=True))
         # One type per array: validation may leave an int in a real column.
         columns = [c if t not in ("real", "double precision") else
                    [None if v is None else float(v) for v in c]
@@ -488,7 +484,8 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
         )
     nics = _newest(nic_rows)
     if nics:
-        columns = list(zip(*[(r[1], _dt(r[0]), _float(r[2]), _float(r[3])) for r in nics],
+        columns = list(zip(*[(r[1], _from_pg_micros(r[0]), _float(r[2]), _float(r[3]))
+                             for r in nics],
                            strict=True))
         cur.execute(
             "INSERT INTO telemetry_niclatest (nic_id, ts, rx_bytes_per_s, tx_bytes_per_s) "
