@@ -205,12 +205,13 @@ INGEST_MAX_ROWS = env_int("INGEST_MAX_ROWS", 200_000, minimum=1)
 # beyond 2000-01-01, so history can be back-filled and retention decides what stays.
 INGEST_MAX_FUTURE_S = env_float("INGEST_MAX_FUTURE_S", 300.0, minimum=0)
 # The bulk ingest consumer (manage.py ingest_worker): the queue it reads, how many messages
-# one flush (one transaction) takes at most, how many sample rows go in one transaction,
-# and how long its liveness key lives (after that a dead consumer's in-flight messages are
-# requeued by the others).
+# one flush takes at most (by count, and by size in Redis: huge batches stay bounded in
+# memory), how many sample rows go in one transaction, and how long its liveness key lives
+# (after that a dead consumer's in-flight messages are requeued by the others).
 INGEST_QUEUE = env_str("INGEST_QUEUE", "ingest")
 INGEST_BULK_MAX_MESSAGES = env_int("INGEST_BULK_MAX_MESSAGES", 500, minimum=1, maximum=5000)
 INGEST_BULK_MAX_ROWS = env_int("INGEST_BULK_MAX_ROWS", 50_000, minimum=100)
+INGEST_BULK_MAX_BYTES = env_int("INGEST_BULK_MAX_BYTES", 32 << 20, minimum=1 << 16)
 INGEST_CONSUMER_TTL_S = env_int("INGEST_CONSUMER_TTL_S", 60, minimum=2)
 # A job not reported by any collector for this long is considered ended.
 JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 300, minimum=30)

@@ -68,7 +68,8 @@ class Consumer:
     @classmethod
     def from_settings(cls, client=None) -> "Consumer":
         client = client or deadletter.client(timeout=10)
-        queue = ReliableQueue(client, settings.INGEST_QUEUE, ttl_s=settings.INGEST_CONSUMER_TTL_S)
+        queue = ReliableQueue(client, settings.INGEST_QUEUE, ttl_s=settings.INGEST_CONSUMER_TTL_S,
+                              max_bytes=settings.INGEST_BULK_MAX_BYTES)
         return cls(queue=queue, max_messages=settings.INGEST_BULK_MAX_MESSAGES,
                    max_rows=settings.INGEST_BULK_MAX_ROWS,
                    backoff_max_s=settings.INGEST_RETRY_BACKOFF_MAX,

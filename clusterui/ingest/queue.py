@@ -25,9 +25,18 @@ log = logging.getLogger(__name__)
 PREFIX = "clusterui:ingest:consumer"
 SLOTS = ("a", "b")
 
-# Move up to ARGV[1] items from the consuming (right) end of KEYS[1] into KEYS[2].
+# Move up to ARGV[1] items, and about ARGV[2] bytes (at least one item), from the consuming
+# (right) end of KEYS[1] into KEYS[2]; return them oldest first.
 _TAKE = """
-local items = redis.call('LRANGE', KEYS[1], -tonumber(ARGV[1]), -1)
+local n = math.min(tonumber(ARGV[1]), redis.call('LLEN', KEYS[1]))
+local budget = tonumber(ARGV[2])
+local items = {}
+for i = 1, n do
+  local item = redis.call('LINDEX', KEYS[1], -i)
+  items[i] = item
+  budget = budget - #item
+  if budget <= 0 then break end
+end
 if #items > 0 then
   redis.call('LTRIM', KEYS[1], 0, -#items - 1)
   redis.call('RPUSH', KEYS[2], unpack(items))
@@ -49,12 +58,13 @@ class ReliableQueue:
     """One consumer's view of the queue: take, acknowledge, stay alive, sweep the dead."""
 
     def __init__(self, client: redis.Redis, queue: str = "ingest", *, ttl_s: int = 60,
-                 consumer_id: str | None = None):
+                 consumer_id: str | None = None, max_bytes: int = 32 << 20):
         self.client = client
         self.queue = queue
         self.ttl_s = ttl_s
         self.id = consumer_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.alive_key = f"{PREFIX}:{queue}:alive:{self.id}"
+        self.max_bytes = max_bytes  # per take: a flush of huge batches stays bounded
         self._take = client.register_script(_TAKE)
         self._restore = client.register_script(_RESTORE)
 
@@ -76,14 +86,17 @@ class ReliableQueue:
         pending = self.client.lrange(key, 0, -1)
         if pending:
             return pending
-        items = self._take(keys=[self.queue, key], args=[max_items])
+        items = self._take(keys=[self.queue, key], args=[max_items, self.max_bytes])
         if not items and block_s > 0:
             first = self.client.blmove(self.queue, key, block_s, "RIGHT", "LEFT")
             if first is None:
                 return []
-            more = self._take(keys=[self.queue, key], args=[max_items - 1])
-            return [first, *reversed(more)]
-        return list(reversed(items))
+            if max_items <= 1 or len(first) >= self.max_bytes:
+                return [first]
+            more = self._take(keys=[self.queue, key],
+                              args=[max_items - 1, self.max_bytes - len(first)])
+            return [first, *more]
+        return items
 
     def ack(self, slot: str = "a") -> None:
         self.client.delete(self.inflight_key(slot))

@@ -177,3 +177,22 @@ def test_items_in_flight_are_visible_and_given_back_on_a_clean_stop(broker, clea
     assert c.queue.consumers() == 1 and c.queue.inflight() == 3
     assert c.queue.release() == 3
     assert broker.llen("ingest") == 3 and c.queue.inflight() == 0 and c.queue.consumers() == 0
+
+
+def test_a_take_is_bounded_by_size_as_well_as_count(broker, clean_samples):
+    publish(*[node_batch(node="gpu-z", seq=s, samples=1, start=START + s * 10)
+              for s in range(1, 6)])
+    sizes = {len(m) for m in broker.lrange("ingest", 0, -1)}
+    assert len(sizes) == 1  # five messages of one size
+    one = sizes.pop()
+    # The message that crosses the budget is the last one taken.
+    q = ReliableQueue(broker, "ingest", max_bytes=2 * one + 1)
+    taken = []
+    for _ in range(2):
+        taken.append([envelope_of(m)["agent"]["seq"] for m in q.take(100, block_s=0)])
+        q.ack()
+    assert taken == [[1, 2, 3], [4, 5]]
+    publish(node_batch(node="gpu-z", seq=6, samples=1, start=START + 60))
+    publish(node_batch(node="gpu-z", seq=7, samples=1, start=START + 70))
+    tiny = ReliableQueue(broker, "ingest", max_bytes=1)  # always at least one message
+    assert len(tiny.take(100, block_s=0)) == 1
