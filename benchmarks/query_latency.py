@@ -89,7 +89,7 @@ FINDING_TEXT = {
 }
 # Build steps, in order, with the version of the code that makes them: a step whose
 # version changed is rebuilt (and every step after it).
-STEPS = {"jobs": 1, "telemetry": 2}
+STEPS = {"jobs": 1, "telemetry": 3}
 
 
 def admin_url() -> str:
@@ -736,7 +736,8 @@ def main() -> int:
         else:
             with connection.cursor() as cur:
                 cur.execute("TRUNCATE telemetry_gpusample, telemetry_gpuchunk, "
-                            "telemetry_gpurollup1m, telemetry_gpurollup1h, telemetry_jobrollup1m, "
+                            "telemetry_gpurollup1m, telemetry_gpurollup5m, telemetry_gpurollup1h, "
+                            "telemetry_jobrollup1m, "
                             "telemetry_jobrollup1h, telemetry_nicsample, telemetry_jobsample")
             info = build_telemetry(done["jobs"], nodes)
         record_step(step, time.perf_counter() - began, info)

@@ -227,6 +227,8 @@ COMPACTION_GPUS_PER_TRANSACTION = env_int("COMPACTION_GPUS_PER_TRANSACTION", 256
                                           maximum=100_000)
 # Rollups (per GPU and per job) outlive the raw samples.
 ROLLUP_1M_RETENTION_DAYS = env_int("ROLLUP_1M_RETENTION_DAYS", 60, minimum=1)
+# The 5-minute GPU rollups (a day's chart reads them) sit between the two.
+ROLLUP_5M_RETENTION_DAYS = env_int("ROLLUP_5M_RETENTION_DAYS", 180, minimum=1)
 ROLLUP_1H_RETENTION_DAYS = env_int("ROLLUP_1H_RETENTION_DAYS", 400, minimum=1)
 
 # --- Detectors (clusterui/findings; defaults and reasoning in docs/detectors.md) ------

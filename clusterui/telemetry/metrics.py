@@ -66,10 +66,11 @@ GPU_SAMPLE_COLUMNS = ("ts", "gpu_id", "job_id", *GPU_METRIC_NAMES)
 NIC_SAMPLE_COLUMNS = ("ts", "nic_id", *NIC_METRIC_NAMES)
 JOB_SAMPLE_COLUMNS = ("ts", "job_id", "node_id", *JOB_METRIC_NAMES)
 
-# The packed tier and the rollups (migration 0003, written by compaction): chunks and
-# 1-minute rollups have day partitions, 1-hour rollups month partitions.
+# The packed tier and the rollups (migrations 0003 and 0004, written by compaction): chunks
+# and 1- and 5-minute rollups have day partitions, 1-hour rollups month partitions.
 GPU_CHUNK_TABLE = "telemetry_gpuchunk"
-GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1m", 3600: "telemetry_gpurollup1h"}
+GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1m", 300: "telemetry_gpurollup5m",
+                     3600: "telemetry_gpurollup1h"}
 JOB_ROLLUP_TABLES = {60: "telemetry_jobrollup1m", 3600: "telemetry_jobrollup1h"}
 MONTHLY_TABLES = frozenset((GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600]))
 PACKED_TABLES = (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values())

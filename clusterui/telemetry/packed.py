@@ -1,7 +1,7 @@
 """Writing and reading the packed tier and the rollups.
 
 ``write_hours`` is the bulk writer: given whole (GPU, hour) blocks of samples as numpy arrays
-(``codec.Block``), it writes their chunks, recomputes their GPU rollups (1 minute, 1 hour)
+(``codec.Block``), it writes their chunks, recomputes their GPU rollups (1 minute, 5 minutes, 1 hour)
 from the blocks in memory, and recomputes the rollups of every job seen in them from the
 GPU 1-minute rollups, replacing whatever those (GPU, hour)s and (job, hour)s held before:
 writing the same hour twice gives the same rows. ``raw_samples`` reads full-resolution
@@ -272,8 +272,8 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
     with connection.cursor() as wrapper:
         cur = wrapper.cursor
         if replace:
-            for table, col in ((GPU_CHUNK_TABLE, "start"), (GPU_ROLLUP_TABLES[60], "bucket"),
-                               (GPU_ROLLUP_TABLES[3600], "bucket")):
+            for table, col in ((GPU_CHUNK_TABLE, "start"),
+                               *((t, "bucket") for t in GPU_ROLLUP_TABLES.values())):
                 cur.execute(_DELETE_HOURS.format(table=table, col=col), [gpus, starts, lo, hi])
         with cur.copy(f"COPY {GPU_CHUNK_TABLE} (gpu_id, start, n, data) FROM STDIN "
                       "(FORMAT BINARY)") as copy:
@@ -284,8 +284,10 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
         out.chunks = len(blocks)
         out.samples = sum(len(b) for _, b in blocks)
         minute = gpu_rollup(blocks, 60, by_job=True)
+        five = gpu_rollup(blocks, 300, by_job=True)
         hour = gpu_rollup(blocks, 3600, by_job=False)
         out.rollup_rows = copy_arrays(cur, GPU_ROLLUP_TABLES[60], _rollup_columns(minute))
+        out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[300], _rollup_columns(five))
         out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[3600], _rollup_columns(hour))
         pairs = {(int(j), int(b - b % HOUR_MS)) for j, b in zip(minute.job, minute.bucket,
                                                                 strict=True) if j}

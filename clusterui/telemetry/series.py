@@ -8,9 +8,11 @@ GPU series read both storage tiers, whatever the range: a sample is in exactly o
 (compaction moves it in one transaction), so each bucket combines partial aggregates
 (sum and count, max or min) from every source:
 
-- step a multiple of 60 s (3,600 s): the 1-minute (1-hour) rollups plus the hot table
-  aggregated in SQL, in one statement (one snapshot), for the whole minutes (hours) of the
-  range; a range ending mid-minute (mid-hour) reads its last part like a short step does;
+- step a multiple of 60 s (300 s, 3,600 s): the 1-minute (5-minute, 1-hour) rollups plus
+  the hot table aggregated in SQL, in one statement (one snapshot), for the whole buckets of
+  that width in the range; what is left at the end (a range ending mid-hour, say) is read
+  from the next finer rollup (1 hour, then 5 minutes, then 1 minute) in the same statement,
+  and a part shorter than a minute like a short step reads it;
 - otherwise, and for what the rollups cannot answer (avg of the energy counter; anything
   of the throttle-reason bit mask): the packed chunks, decoded, plus the hot table
   aggregated in SQL, again in one statement.
@@ -162,11 +164,18 @@ def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
         return out
     acc = _Partials(keys, metrics, len(axis), agg)
     width = rollup_width(step, agg, metrics)
-    cut = first
-    if width:
-        cut = first + dt.timedelta(seconds=((end - first).total_seconds() // width) * width)
+    # [first, end) as consecutive parts, each read from the widest rollup whose whole
+    # buckets fill it (``first`` is aligned on the step, so on every width dividing it).
+    parts, cut = [], first
+    for w in sorted(GPU_ROLLUP_TABLES, reverse=True) if width else ():
+        if w > width:
+            continue
+        to = first + dt.timedelta(seconds=((end - first).total_seconds() // w) * w)
+        if to > cut:
+            parts.append((GPU_ROLLUP_TABLES[w], cut, to))
+            cut = to
     if cut > first:
-        acc.add_rows(_rollup_and_hot(keys, metrics, first, cut, step, agg, width))
+        acc.add_rows(_rollup_and_hot(keys, metrics, first, cut, step, agg, parts))
     if cut < end:
         _packed_and_hot(acc, keys, metrics, first, cut, end, step, agg)
     out.values = acc.result()
@@ -174,14 +183,15 @@ def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
 
 
 def rollup_width(step: int, agg: str, metrics) -> int | None:
-    """The rollup (60 or 3,600 s) that answers this read exactly, or None: raw data."""
+    """The widest rollup (60, 300 or 3,600 s) that answers this read exactly, or None:
+    raw data."""
     if step % 60:
         return None
     for m in metrics:
         if m in ROLLUP_GAUGES or (m == "energy_j" and agg in ("max", "min")):
             continue
         return None
-    return 3600 if step % 3600 == 0 else 60
+    return max(w for w in GPU_ROLLUP_TABLES if step % w == 0)
 
 
 class _Partials:
@@ -258,25 +268,27 @@ def _rollup_parts(metrics, agg) -> str:
     return ", ".join(parts)
 
 
-def _rollup_and_hot(keys, metrics, first, cut, step, agg, width):
-    """Partial aggregates for [first, cut) from the rollup and the hot table (one
-    statement, so a compaction committing meanwhile cannot move a sample between them)."""
-    table = GPU_ROLLUP_TABLES[width]
+def _rollup_and_hot(keys, metrics, first, cut, step, agg, parts):
+    """Partial aggregates for [first, cut) from the rollups (``parts``: (table, lo, hi)) and
+    the hot table (one statement, so a compaction committing meanwhile cannot move a sample
+    between them)."""
     bucket = "floor(extract(epoch FROM {t} - %s) / %s)::int"
-    with connection.cursor() as cur:
-        cur.execute(
-            f"""
+    selects, params = [], []
+    for table, lo, hi in parts:
+        selects.append(f"""
             SELECT gpu_id, {bucket.format(t="bucket")}, {_rollup_parts(metrics, agg)}
             FROM {table}
             WHERE gpu_id = ANY(%s) AND bucket >= %s AND bucket < %s
-            GROUP BY 1, 2
-            UNION ALL
+            GROUP BY 1, 2""")
+        params += [first, step, keys, lo, hi]
+    selects.append(f"""
             SELECT gpu_id, {bucket.format(t="ts")}, {_hot_parts(metrics, agg)}
             FROM {GPU_SAMPLE_TABLE}
             WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s
-            GROUP BY 1, 2
-            """,
-            [first, step, keys, first, cut, first, step, keys, first, cut])
+            GROUP BY 1, 2""")
+    params += [first, step, keys, first, cut]
+    with connection.cursor() as cur:
+        cur.execute("\n            UNION ALL".join(selects), params)
         return cur.fetchall()
 
 

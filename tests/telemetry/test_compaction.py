@@ -113,6 +113,24 @@ def test_the_rollups_equal_sql_over_the_raw_rows(cluster):
     assert [g[3:] for g in got] == [pytest.approx(w[3:], abs=0.006) for w in gpu_hours]
 
 
+def test_the_5_minute_rollups_equal_sql_over_the_raw_rows(cluster):
+    want = fetch(
+        """
+        SELECT gpu_id, date_bin('5 minutes', ts, '2000-01-01'), coalesce(job_id, 0), count(*),
+               avg(util_pct), max(power_w), min(sm_active_pct), max(mem_used_mib),
+               min(energy_j), max(energy_j), bit_or(throttle_reasons)
+        FROM telemetry_gpusample WHERE ts < %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        """, [NOW - dt.timedelta(hours=2)])
+    compaction.compact(NOW)
+    got = fetch("SELECT gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, "
+                "sm_active_pct_min, mem_used_mib_max, energy_j_min, energy_j_max, "
+                "throttle_reasons_or FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
+    assert len(got) == len(want) == 2 * 24
+    for g, w in zip(got, want, strict=True):
+        assert g[:4] == w[:4] and g[7:] == w[7:]  # energy and throttling: null here
+        assert g[4:7] == pytest.approx(w[4:7], abs=0.006)
+
+
 def test_job_rollups_aggregate_over_the_jobs_gpus():
     node = rows.node(gpus=2, latest=False)
     gpus = list(node.gpus.order_by("index"))
@@ -262,12 +280,37 @@ def test_each_rollup_goes_after_its_own_retention(settings):
     counts = ("SELECT (SELECT count(*) FROM telemetry_gpuchunk), "
               "(SELECT count(*) FROM telemetry_gpurollup1m), "
               "(SELECT count(*) FROM telemetry_jobrollup1m), "
+              "(SELECT count(*) FROM telemetry_gpurollup5m), "
               "(SELECT count(*) FROM telemetry_gpurollup1h), "
               "(SELECT count(*) FROM telemetry_jobrollup1h)")
-    assert fetch(counts) == [(1, 60, 60, 1, 1)]
+    assert fetch(counts) == [(1, 60, 60, 12, 1, 1)]
     maintain_partitions()
     partitions.forget_known()
-    assert fetch(counts) == [(0, 0, 0, 1, 1)]
+    assert fetch(counts) == [(0, 0, 0, 12, 1, 1)]
+    five = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=1), step=300)
+    assert all(v is not None for v in five.values[gpu.id]["util_pct"])
+    settings.ROLLUP_5M_RETENTION_DAYS = 10
+    maintain_partitions()
+    partitions.forget_known()
+    assert fetch(counts) == [(0, 0, 0, 0, 1, 1)]
     hourly = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=1), step=3600)
     assert hourly.values[gpu.id]["util_pct"][0] == pytest.approx(
         np.mean([util(gpu, k) for k in range(360)]), abs=0.006)
+
+
+def test_the_migration_fills_the_5_minute_rollups_from_the_1_minute_ones(cluster):
+    from importlib import import_module
+    from types import SimpleNamespace
+
+    migration = import_module("clusterui.telemetry.migrations.0004_gpurollup5m")
+    compaction.compact(NOW)
+    columns = ("gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, sm_active_pct_min, "
+               "mem_used_mib_max, energy_j_last, throttle_reasons_or")
+    want = fetch(f"SELECT {columns} FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
+    fetch("DELETE FROM telemetry_gpurollup5m RETURNING 1")
+    migration.backfill(None, SimpleNamespace(connection=connection))
+    got = fetch(f"SELECT {columns} FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
+    assert len(got) == len(want) == 2 * 24
+    for g, w in zip(got, want, strict=True):
+        assert g[:4] == w[:4] and g[7:] == w[7:]
+        assert g[4:7] == pytest.approx(w[4:7], abs=0.006)

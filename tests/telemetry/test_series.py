@@ -61,7 +61,8 @@ def _tables_read(fn):
     with CaptureQueriesContext(connection) as ctx:
         result = fn()
     sql = " ".join(q["sql"] for q in ctx.captured_queries)
-    return result, {t for t in ("telemetry_gpurollup1m", "telemetry_gpurollup1h",
+    return result, {t for t in ("telemetry_gpurollup1m", "telemetry_gpurollup5m",
+                                "telemetry_gpurollup1h",
                                 "telemetry_gpuchunk", "telemetry_gpusample") if t in sql}
 
 
@@ -75,11 +76,15 @@ def test_each_step_reads_its_tier_and_gives_what_the_raw_rows_gave():
     end = now - dt.timedelta(hours=2)
     reads = {  # step: the tier it must read once compacted
         10: "telemetry_gpuchunk", 30: "telemetry_gpuchunk", 60: "telemetry_gpurollup1m",
-        300: "telemetry_gpurollup1m", 1800: "telemetry_gpurollup1m",
+        120: "telemetry_gpurollup1m", 300: "telemetry_gpurollup5m",
+        1800: "telemetry_gpurollup5m",
         3600: "telemetry_gpurollup1h"}
     raw = {(step, agg): gpu_series(ids, ["util_pct", "power_w"], start, end, step=step,
                                    agg=agg).values
            for step in reads for agg in ("avg", "max", "min")}
+    tail_end = end - dt.timedelta(minutes=47, seconds=25)
+    raw_tail = {agg: gpu_series(ids, ["util_pct", "power_w"], start, tail_end, step=3600,
+                                agg=agg).values for agg in ("avg", "max", "min")}
     assert compaction.compact(now).rows == 2 * 3 * 360
     for (step, agg), want in raw.items():
         got, tables = _tables_read(lambda s=step, a=agg: gpu_series(
@@ -91,7 +96,19 @@ def test_each_step_reads_its_tier_and_gives_what_the_raw_rows_gave():
                 assert [v is None for v in w] == [v is None for v in g]
                 assert [v for v in g if v is not None] == pytest.approx(
                     [v for v in w if v is not None], abs=0.006), (step, agg, metric)
-    # A day's range: the picked step (300 s) reads the 1-minute rollups.
+    # A day's range: the picked step (300 s) reads the 5-minute rollups.
     day, tables = _tables_read(lambda: gpu_series(ids, ["util_pct"], end - dt.timedelta(days=1),
                                                   end))
-    assert day.step == 300 and tables == {"telemetry_gpurollup1m", "telemetry_gpusample"}
+    assert day.step == 300 and tables == {"telemetry_gpurollup5m", "telemetry_gpusample"}
+    # A range ending mid-hour: whole hours from the 1-hour rollups, then whole 5 minutes,
+    # whole minutes, and the last seconds from the chunks; the same values as before.
+    tail = end - dt.timedelta(minutes=47, seconds=25)
+    for agg in ("avg", "max", "min"):
+        got, tables = _tables_read(lambda a=agg: gpu_series(
+            ids, ["util_pct", "power_w"], start, tail, step=3600, agg=a))
+        assert tables == {"telemetry_gpurollup1h", "telemetry_gpurollup5m",
+                          "telemetry_gpurollup1m", "telemetry_gpuchunk", "telemetry_gpusample"}
+        want = raw_tail[agg]
+        for gpu in ids:
+            for metric in ("util_pct", "power_w"):
+                assert got.values[gpu][metric] == pytest.approx(want[gpu][metric], abs=0.006)
