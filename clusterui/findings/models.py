@@ -237,3 +237,81 @@ class JobSlice(models.Model):
 
     def __str__(self):
         return f"job {self.job_id} at {self.bucket:%Y-%m-%d %H:%M}"
+
+
+class UsageHour(models.Model):
+    """GPU-hours per (user, account) of the jobs that ended in one clock hour (UTC), or that
+    have not ended (``hour`` = infinity): the sums the overview's "wasted by user" table
+    reads instead of every active job (``clusterui.findings.usage_rollup``).
+
+    The sums of ``UsageJob`` rows by group, kept by the detector pass; see ``UsageJob``.
+    ``hour`` may be infinity, which Python cannot hold: read these rows in SQL."""
+
+    user = models.CharField(max_length=64)
+    account = models.CharField(max_length=64)
+    hour = models.DateTimeField(help_text="Start of the hour the jobs ended in; infinity for "
+                                "jobs that have not ended")
+    jobs = models.IntegerField(default=0)
+    gpu_hours_allocated = models.FloatField(default=0.0)
+    gpu_hours_used = models.FloatField(default=0.0)
+    gpu_hours_wasted = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            # The pass adds each change with ON CONFLICT on it.
+            models.UniqueConstraint(fields=["user", "account", "hour"],
+                                    name="usagehour_uniq"),
+        ]
+        indexes = [
+            # The overview: every group's hours from the range's start on.
+            models.Index(fields=["hour"], include=["user", "account", "jobs",
+                                                   "gpu_hours_allocated", "gpu_hours_used",
+                                                   "gpu_hours_wasted"],
+                         name="usagehour_hour_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.user}/{self.account} at {self.hour}"
+
+
+class UsageJob(models.Model):
+    """One job as ``UsageHour`` counts it now: its group, end hour and figures
+    (``JobEfficiency``'s, or 0). The detector pass rewrites the rows of the jobs a trigger
+    has marked changed (``UsageDirty``), then re-adds every ``UsageHour`` group they left or
+    joined from these rows (so no rounding accumulates); a reader takes a marked job's row
+    away and adds its current state."""
+
+    job_id = models.BigIntegerField(primary_key=True)  # no FK: the job may be deleted
+    user = models.CharField(max_length=64)
+    account = models.CharField(max_length=64)
+    hour = models.DateTimeField()
+    gpu_hours_allocated = models.FloatField(default=0.0)
+    gpu_hours_used = models.FloatField(default=0.0)
+    gpu_hours_wasted = models.FloatField(default=0.0)
+
+    class Meta:
+        indexes = [
+            # The pass re-adds the groups its changes touched from their jobs' rows.
+            models.Index(fields=["user", "account", "hour"],
+                         include=["gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted"],
+                         name="usagejob_group_idx"),
+        ]
+
+    def __str__(self):
+        return f"usage of job {self.job_id}"
+
+
+class UsageDirty(models.Model):
+    """A job whose group, end or figures changed since the detector pass last counted it.
+
+    Written only by database triggers on ``jobs_job`` and ``findings_jobefficiency``
+    (migration ``0004``), whoever writes those rows (ingest, the pass, ``close_stale_jobs``,
+    the admin); insert-only, so writers never wait on each other. The pass takes the marks it
+    sees and recounts those jobs; a reader adds the marked jobs' differences itself, so the
+    sums are exact between passes too."""
+
+    id = models.BigAutoField(primary_key=True)
+    job_id = models.BigIntegerField()
+
+    def __str__(self):
+        return f"job {self.job_id} changed"

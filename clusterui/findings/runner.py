@@ -15,6 +15,8 @@ meanwhile returns at once):
    every GPU in it has ``DETECTOR_MIN_SAMPLES`` samples; GPU errors are judged always.
 5. Open, update or close findings (``record``); close a final job's findings at its end.
 6. Node findings for GPU errors on GPUs no job held; prune slices no window reaches.
+7. Recount the jobs whose group, end or figures changed into the hourly usage sums the
+   overview reads (``usage_rollup.fold``).
 
 The sampling interval is the nodes' own (``Node.sample_interval_s``): nothing assumes 10 s.
 """
@@ -30,7 +32,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusterui.findings import bulk, efficiency, record, slices
+from clusterui.findings import bulk, efficiency, record, slices, usage_rollup
 from clusterui.findings.choices import FindingKind
 from clusterui.findings.detectors import WINDOW_DETECTORS, gpu_errors
 from clusterui.findings.models import JobEfficiency
@@ -261,6 +263,7 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
     result.opened, result.updated, result.closed = counts.opened, counts.updated, counts.closed
     result.finalized = len(finals)
     slices.prune(now - dt.timedelta(seconds=t.window_s + 7200), list(finals))
+    usage_rollup.fold()
 
 
 def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult

@@ -17,6 +17,13 @@ class JobQuerySet(models.QuerySet):
         return self.filter(user=user.get_username())
 
 
+def visible_user_name(user) -> str | None:
+    """``JobQuerySet.visible_to`` for tables keyed by a job's user name (the overview's
+    hourly usage sums): None for staff (every job), the login otherwise. Only for signed-in
+    users."""
+    return None if user.is_staff else user.get_username()
+
+
 class Job(models.Model):
     cluster = models.ForeignKey("inventory.Cluster", on_delete=models.CASCADE, related_name="jobs")
     scheduler = models.CharField(max_length=16, choices=Scheduler.choices)

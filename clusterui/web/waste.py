@@ -23,11 +23,15 @@ def wasted_gpu_hours_since(jobs, since: dt.datetime, now: dt.datetime | None = N
     after ``since`` is counted (waste is taken as spread evenly over the window).
     """
     now = now or timezone.now()
+    # A window wholly inside [since, now] counts whole (the share is 1): only the few that
+    # straddle ``since`` or ``now`` pay for the arithmetic, which is in numeric (EXTRACT),
+    # three times the cost of reading the rows.
     share = RawSQL(
-        "gpu_hours_wasted * GREATEST(0, LEAST(1,"
+        "CASE WHEN window_start >= %s AND window_end <= %s THEN gpu_hours_wasted"
+        " ELSE (gpu_hours_wasted * GREATEST(0, LEAST(1,"
         " EXTRACT(EPOCH FROM LEAST(window_end, %s) - GREATEST(window_start, %s))"
-        " / NULLIF(EXTRACT(EPOCH FROM window_end - window_start), 0)))",
-        [now, since], output_field=FloatField())
+        " / NULLIF(EXTRACT(EPOCH FROM window_end - window_start), 0))))::float8 END",
+        [since, now, now, since], output_field=FloatField())
     rows = JobEfficiency.objects.filter(window_end__gt=since, gpu_hours_wasted__gt=0)
     if jobs.query.where:
         # A scoped queryset (a researcher's jobs). Unscoped (staff), every row counts: the

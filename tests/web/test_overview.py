@@ -13,9 +13,9 @@ from tests.web.plotly_data import matrix
 
 pytestmark = pytest.mark.django_db
 
-# session + user, then: GPUs with their latest sample, visible jobs among them, waste since
-# midnight, findings by severity, the top findings, the most wasteful jobs and users.
-OVERVIEW_QUERIES = 2 + 7
+# session + user, then: GPUs with their latest sample and its job, waste since midnight,
+# findings by severity, the top findings, the most wasteful jobs and users.
+OVERVIEW_QUERIES = 2 + 6
 
 
 def heatmap(response) -> dict:
@@ -181,3 +181,21 @@ def test_plotly_comes_from_our_own_static_files(client_for):
 def test_requires_login(client):
     response = client.get(reverse("home"))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_wasted_today_counts_a_window_inside_the_day_whole(users):
+    now = timezone.now()
+    since = now - dt.timedelta(hours=5)
+    f.job("alice", efficiency={"allocated": 4, "used": 1}, state="ended",
+          started_at=now - dt.timedelta(hours=3), ended_at=now - dt.timedelta(hours=1))
+    # A window of no length (one sample) inside the day counts whole too, as before.
+    j = f.job("alice", efficiency={"allocated": 2, "used": 0}, state="ended",
+              started_at=now - dt.timedelta(hours=2), ended_at=now - dt.timedelta(hours=2))
+    assert j.efficiency.window_start == j.efficiency.window_end
+    # Straddling ``now`` (a window ending after it): its share before now.
+    f.job("alice", efficiency={"allocated": 6, "used": 0}, started_at=now - dt.timedelta(
+        hours=1), ended_at=now + dt.timedelta(hours=1), state="ended")
+
+    jobs = Job.objects.visible_to(users["alice"])
+
+    assert wasted_gpu_hours_since(jobs, since, now) == pytest.approx(3.0 + 2.0 + 3.0)

@@ -38,7 +38,8 @@ def home(request):
             .annotate(rank=SEVERITY_RANK).order_by("-rank", "-wasted_gpu_hours", "-last_seen")[:6]
         ),
         "wasteful_jobs": most_wasteful_jobs(jobs, tr.start, tr.end),
-        "wasteful_users": [r for r in usage_summary(jobs, "user", tr.start, tr.end, limit=8)
+        "wasteful_users": [r for r in usage_summary(jobs, "user", tr.start, tr.end, limit=8,
+                                                 viewer=request.user, now=now)
                            if r["wasted_gpu_hours"] > 0],
         "charts": charts(heatmap=utilization_heatmap(snap.cells)),
         "refresh_s": REFRESH_S,
