@@ -89,7 +89,7 @@ FINDING_TEXT = {
 }
 # Build steps, in order, with the version of the code that makes them: a step whose
 # version changed is rebuilt (and every step after it).
-STEPS = {"jobs": 1, "telemetry": 3}
+STEPS = {"jobs": 1, "telemetry": 3, "nic_rollups": 1}
 
 
 def admin_url() -> str:
@@ -663,6 +663,38 @@ def build_telemetry(info: dict, nodes: list[int]) -> dict:
     return {"telemetry_nodes": nodes, "gpu_samples": samples, "chunks": chunks}
 
 
+def build_nic_rollups(info: dict, nodes: list[int]) -> dict:
+    """The NIC rollups of these nodes' NICs as compaction leaves them: every hour before
+    the hot ones recomputed from the raw rows (``nicrollup.write_hours``), the hot hours due
+    (as ingest marked them)."""
+    from django.db import connection, transaction
+
+    from clusterui.telemetry import nicrollup
+    from clusterui.telemetry.metrics import NIC_ROLLUP_DUE_TABLE, NIC_ROLLUP_TABLES
+
+    began = time.perf_counter()
+    with connection.cursor() as cur:
+        cur.execute(f"TRUNCATE {NIC_ROLLUP_DUE_TABLE}, {', '.join(NIC_ROLLUP_TABLES.values())}")
+    now, t0 = info["now"], info["t0"]
+    hot_from = int((now - HOT_HOURS * 3600) // 3600 * 3600)
+    nic_ids = [(nd - 1) * 5 + port + 1 for nd in nodes for port in range(5)]
+    hours = [dt.datetime.fromtimestamp(h, dt.UTC)
+             for h in range(int(t0 // 3600 * 3600), hot_from, 3600)]
+    for i in range(0, len(hours), 12):
+        with transaction.atomic():
+            nicrollup.write_hours([(n, h) for h in hours[i:i + 12] for n in nic_ids])
+    hot = [dt.datetime.fromtimestamp(h, dt.UTC) for h in range(hot_from, int(now) + 1, 3600)]
+    with connection.cursor() as cur:
+        cur.execute(f"INSERT INTO {NIC_ROLLUP_DUE_TABLE} (nic_id, hour) "
+                    "SELECT n, h FROM unnest(%s::int[]) n, unnest(%s::timestamptz[]) h",
+                    [nic_ids, hot])
+        cur.execute(f"ANALYZE {NIC_ROLLUP_DUE_TABLE}")
+        for table in NIC_ROLLUP_TABLES.values():
+            cur.execute(f"ANALYZE {table}")
+    say(f"NIC rollups: {len(nic_ids)} NICs x {len(hours)} hours", began)
+    return {"nic_hours": len(nic_ids) * len(hours)}
+
+
 # --- timing --------------------------------------------------------------------------------
 
 @contextmanager
@@ -733,6 +765,8 @@ def main() -> int:
         print(f"building step {step!r}", flush=True)
         if step == "jobs":
             info = build_jobs(time.time() // 60 * 60)
+        elif step == "nic_rollups":
+            info = build_nic_rollups(done["jobs"], nodes)
         else:
             with connection.cursor() as cur:
                 cur.execute("TRUNCATE telemetry_gpusample, telemetry_gpuchunk, "

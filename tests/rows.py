@@ -136,3 +136,8 @@ def nic_samples(nics, start: dt.datetime, end: dt.datetime, *, every_s=10, rate=
             "SELECT u.ts, u.nic, %s, %s FROM unnest(%s::timestamptz[], %s::bigint[]) AS u(ts, nic)",
             [rate, rate / 2, ts, ids],
         )
+        # As ingest does: the (NIC, hour)s written into are due for their rollups.
+        cur.execute(
+            "INSERT INTO telemetry_nicrollupdue (nic_id, hour) SELECT DISTINCT u.nic, "
+            "date_bin('1 hour', u.ts, '2000-01-01') FROM unnest(%s::timestamptz[], "
+            "%s::bigint[]) AS u(ts, nic) ON CONFLICT DO NOTHING", [ts, ids])

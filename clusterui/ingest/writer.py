@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 
 from clusterui.ingest import inventory_cache
 from clusterui.ingest.validate import Batch
-from clusterui.telemetry import partitions
+from clusterui.telemetry import nicrollup, partitions
 from clusterui.telemetry.metrics import (
     GPU_METRIC_NAMES,
     GPU_METRICS,
@@ -63,6 +63,9 @@ def _dt(ts: float | None) -> dt.datetime | None:
 
 _PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=UTC)
 _PG_EPOCH_UNIX = 946_684_800.0
+
+
+_HOUR_US = 3_600_000_000
 
 
 def _pg_micros(stamps) -> list[int]:
@@ -181,6 +184,8 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
             ))
         _copy(cur, GPU_SAMPLE_TABLE, GPU_SAMPLE_COLUMNS, GPU_COPY_TYPES, gpu_rows)
         _copy(cur, NIC_SAMPLE_TABLE, NIC_SAMPLE_COLUMNS, NIC_COPY_TYPES, nic_rows)
+        # The (NIC, hour)s written into: their rollups are due (compaction recomputes them).
+        nicrollup.mark_due(cur, {(r[1], r[0] - r[0] % _HOUR_US) for r in nic_rows})
         _copy(cur, JOB_SAMPLE_TABLE, JOB_SAMPLE_COLUMNS, JOB_COPY_TYPES, job_rows)
         _update_latest(cur, gpu_rows, nic_rows)
     return results

@@ -16,6 +16,10 @@ into its (GPU, hour) chunk:
    the newest write wins); write the chunks and recompute their rollups (``packed``).
 3. One run at a time: a session advisory lock; a second run started meanwhile returns at
    once. A run stops starting transactions after ``budget_s``; the next run goes on.
+4. Then the NIC rollups: the (NIC, hour)s ingest marked due, older than ``RAW_HOT_HOURS``
+   closed hours (the raw NIC rows stay, so the detectors need not hold this back), are
+   recomputed from their raw rows, ``NIC_HOURS_PER_TRANSACTION`` at a time
+   (``nicrollup``).
 
 ``packed.raw_samples`` reads a GPU's (or a job's) samples at full resolution across both
 tiers.
@@ -31,7 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from clusterui.telemetry import codec, packed, partitions
+from clusterui.telemetry import codec, nicrollup, packed, partitions
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
@@ -42,6 +46,8 @@ log = logging.getLogger(__name__)
 
 LOCK_KEY = zlib.crc32(b"clusterui.telemetry.compact")
 HOUR = dt.timedelta(hours=1)
+# (NIC, hour)s rolled up per transaction: at 10 s, 360,000 raw rows.
+NIC_HOURS_PER_TRANSACTION = 1000
 _COLS = ", ".join(GPU_METRIC_NAMES)
 
 
@@ -53,6 +59,7 @@ class CompactResult:
     rows: int = 0  # hot rows moved
     chunks: int = 0  # chunks written (new or merged)
     merged: int = 0  # of which merged with an existing chunk
+    nic_hours: int = 0  # (NIC, hour)s whose rollups were recomputed
     unfinished: bool = False  # stopped by the time budget: the next run goes on
     locked_out: bool = False
     seconds: float = 0.0
@@ -87,10 +94,14 @@ def compact(now: dt.datetime | None = None, *, budget_s: float = 120.0,
     try:
         _compact(now, budget_s, gpus_per_transaction or settings.COMPACTION_GPUS_PER_TRANSACTION,
                  result, began)
+        if not result.unfinished:
+            _roll_up_nics(now, budget_s, result, began)
     finally:
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
     result.seconds = time.monotonic() - began
+    if result.nic_hours:
+        log.info("NIC rollups: %d (NIC, hour)s recomputed", result.nic_hours)
     if result.rows:
         log.info("compaction up to %s: %d hot rows into %d chunks (%d merged), %d "
                  "transactions, %.1f s%s", result.horizon, result.rows, result.chunks,
@@ -121,6 +132,21 @@ def _compact(now, budget_s: float, per_txn: int, result: CompactResult, began: f
             with transaction.atomic():
                 _compact_gpus(gpu_ids[i:i + per_txn], hour, hour + HOUR, result)
             result.transactions += 1
+
+
+def _roll_up_nics(now, budget_s: float, result: CompactResult, began: float) -> None:
+    limit = floor_hour((now or timezone.now()) - dt.timedelta(hours=settings.RAW_HOT_HOURS))
+    while True:
+        if time.monotonic() - began > budget_s:
+            result.unfinished = True
+            return
+        with transaction.atomic():
+            pairs = nicrollup.take_due(limit, NIC_HOURS_PER_TRANSACTION)
+            nicrollup.write_hours(pairs)
+        if not pairs:
+            return
+        result.nic_hours += len(pairs)
+        result.transactions += 1
 
 
 def _hours_to_compact(days: list[dt.date], limit: dt.datetime) -> list[dt.datetime]:

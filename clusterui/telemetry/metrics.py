@@ -72,6 +72,10 @@ GPU_CHUNK_TABLE = "telemetry_gpuchunk"
 GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1m", 300: "telemetry_gpurollup5m",
                      3600: "telemetry_gpurollup1h"}
 JOB_ROLLUP_TABLES = {60: "telemetry_jobrollup1m", 3600: "telemetry_jobrollup1h"}
+# NIC rollups (migration 0005, kept by compaction from the raw NIC rows, which stay), day
+# partitions; and the (NIC, hour)s whose rollups are due (ingest marks them).
+NIC_ROLLUP_TABLES = {60: "telemetry_nicrollup1m", 300: "telemetry_nicrollup5m"}
+NIC_ROLLUP_DUE_TABLE = "telemetry_nicrollupdue"
 MONTHLY_TABLES = frozenset((GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600]))
 PACKED_TABLES = (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values())
 # Metrics a rollup keeps avg, max and min of (the rest: throttle reasons as bit_or, the

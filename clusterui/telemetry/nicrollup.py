@@ -1,0 +1,106 @@
+"""NIC rollups: per NIC and 1- or 5-minute bucket, recomputed from the raw NIC rows.
+
+NIC samples stay raw in their day partitions (no packed tier); the rollups are kept beside
+them so a long range reads a few rows per NIC instead of every sample:
+
+1. Ingest marks each (NIC, hour) it writes rows into as *due*
+   (``telemetry_nicrollupdue``, one row per pair, ``ON CONFLICT DO NOTHING``): late data
+   and spool replays mark an old hour due again.
+2. Compaction (``roll_up``) takes the due hours older than its horizon (``RAW_HOT_HOURS``
+   closed hours ago; the detectors need not hold it back, the raw rows stay), oldest first,
+   a bounded number per transaction: it deletes them from the due table (*returning* them,
+   so one marked again meanwhile waits for the next run) and replaces those (NIC, hour)s'
+   rollup rows with aggregates of their raw rows. Running it twice gives the same rows.
+3. ``series.nic_series`` reads the rollups except for due hours, and the raw rows for the
+   due hours and what the rollups cannot answer: a sample is counted once either way.
+
+Rollup columns: ``n`` samples; per metric ``<m>_avg`` (over the samples where it is not
+null), ``<m>_max``, ``<m>_min``, in double precision like the raw columns.
+"""
+
+import datetime as dt
+
+from django.db import connection
+
+from clusterui.telemetry import partitions
+from clusterui.telemetry.metrics import (
+    NIC_METRIC_NAMES,
+    NIC_ROLLUP_DUE_TABLE,
+    NIC_ROLLUP_TABLES,
+    NIC_SAMPLE_TABLE,
+)
+
+HOUR = dt.timedelta(hours=1)
+ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+_COLS = ", ".join(f"{m}_{a}" for m in NIC_METRIC_NAMES for a in ("avg", "max", "min"))
+_AGGS = ", ".join(f"{a}({m})" for m in NIC_METRIC_NAMES for a in ("avg", "max", "min"))
+
+_DELETE = """
+DELETE FROM {table} r
+USING unnest(%(nic)s::int[], %(hour)s::timestamptz[]) AS u(nic_id, hour)
+WHERE r.nic_id = u.nic_id AND r.bucket >= u.hour AND r.bucket < u.hour + interval '1 hour'
+  AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
+"""
+
+_INSERT = f"""
+INSERT INTO {{table}} (nic_id, bucket, n, {_COLS})
+SELECT s.nic_id, date_bin(%(width)s, s.ts, %(origin)s), count(*), {_AGGS}
+FROM unnest(%(nic)s::int[], %(hour)s::timestamptz[]) AS u(nic_id, hour)
+JOIN {NIC_SAMPLE_TABLE} s
+  ON s.nic_id = u.nic_id AND s.ts >= u.hour AND s.ts < u.hour + interval '1 hour'
+WHERE s.ts >= %(lo)s AND s.ts < %(hi)s
+GROUP BY 1, 2
+"""
+
+
+def mark_due(cur, pairs) -> None:
+    """Mark these (NIC id, hour start as PostgreSQL microseconds since 2000) pairs due, with
+    ``cur`` (ingest's psycopg cursor, in its transaction). Sorted: two writers marking the
+    same pairs lock them in the same order."""
+    pairs = sorted(set(pairs))
+    if not pairs:
+        return
+    cur.execute(
+        f"INSERT INTO {NIC_ROLLUP_DUE_TABLE} (nic_id, hour) "
+        "SELECT u.nic_id, timestamptz '2000-01-01 00:00:00+00' + u.us * interval '1 microsecond' "
+        "FROM unnest(%s::int4[], %s::int8[]) AS u(nic_id, us) ON CONFLICT DO NOTHING",
+        [[p[0] for p in pairs], [p[1] for p in pairs]])
+
+
+def write_hours(pairs: list[tuple[int, dt.datetime]]) -> int:
+    """Replace the rollup rows of these (NIC id, hour start) pairs with aggregates of their
+    raw rows, in the caller's transaction; return the 1-minute rows written."""
+    if not pairs:
+        return 0
+    hours = [h for _, h in pairs]
+    lo, hi = min(hours), max(hours) + HOUR
+    days = {h.date() for h in hours}
+    partitions.forget_known()  # checked in the catalog: a rollback may have removed some
+    partitions.ensure_partitions(days, tables=tuple(NIC_ROLLUP_TABLES.values()))
+    params = {"nic": [n for n, _ in pairs], "hour": hours, "lo": lo, "hi": hi,
+              "origin": ORIGIN}
+    written = 0
+    with connection.cursor() as cur:
+        for width, table in NIC_ROLLUP_TABLES.items():
+            cur.execute(_DELETE.format(table=table), params)
+            cur.execute(_INSERT.format(table=table),
+                        {**params, "width": dt.timedelta(seconds=width)})
+            if width == 60:
+                written = cur.rowcount
+    return written
+
+
+def take_due(before: dt.datetime, limit: int) -> list[tuple[int, dt.datetime]]:
+    """Delete and return up to ``limit`` due (NIC, hour)s older than ``before``, oldest
+    first (in the caller's transaction; another run's are skipped, not waited for)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""
+            DELETE FROM {NIC_ROLLUP_DUE_TABLE} d
+            USING (SELECT nic_id, hour FROM {NIC_ROLLUP_DUE_TABLE} WHERE hour < %s
+                   ORDER BY hour, nic_id LIMIT %s FOR UPDATE SKIP LOCKED) t
+            WHERE d.nic_id = t.nic_id AND d.hour = t.hour
+            RETURNING d.nic_id, d.hour
+            """,
+            [before, limit])
+        return sorted(cur.fetchall(), key=lambda r: (r[1], r[0]))
