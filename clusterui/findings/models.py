@@ -2,9 +2,13 @@
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import Case, F, IntegerField, Q, Value, When
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity, UtilSource
+
+# A finding's severity as a number to sort by (critical first when descending).
+SEVERITY_RANK = Case(*[When(severity=s.value, then=Value(s.rank)) for s in Severity],
+                     output_field=IntegerField())
 
 
 class FindingQuerySet(models.QuerySet):
@@ -69,6 +73,11 @@ class Finding(models.Model):
         indexes = [
             # The findings list and the overview: open findings, newest first.
             models.Index(fields=["state", "-last_seen"], name="finding_state_seen_idx"),
+            # The overview's top open findings: its exact order, so the page reads six
+            # index entries instead of sorting every open finding.
+            models.Index(SEVERITY_RANK.desc(), F("wasted_gpu_hours").desc(),
+                         F("last_seen").desc(), condition=Q(state="open"),
+                         name="finding_open_rank_idx"),
             # The alert sender's work queue: open findings not emailed at their severity.
             models.Index(fields=["last_seen"], name="finding_unemailed_idx",
                          condition=Q(state="open", emailed_at__isnull=True)),

@@ -48,9 +48,11 @@ def active_in(jobs, start: dt.datetime, end: dt.datetime):
 
 
 def most_wasteful_jobs(jobs, start: dt.datetime, end: dt.datetime, limit: int = 8):
-    """The jobs active in the range that wasted the most GPU-hours (one query)."""
+    """The jobs active in the range that wasted the most GPU-hours (one query; without the
+    efficiency rows' per-GPU figures and accumulators, tens of kB each, not shown)."""
     return list(
         with_efficiency(active_in(jobs, start, end))
+        .defer("efficiency__per_gpu", "efficiency__accum")
         .filter(efficiency__gpu_hours_wasted__gt=0)
         .order_by("-efficiency__gpu_hours_wasted", "-id")[:limit]
     )

@@ -1,11 +1,11 @@
 """The cluster overview: what is happening now, and where GPU time is being wasted."""
 
-from django.db.models import Case, Count, IntegerField, Value, When
+from django.db.models import Count
 from django.shortcuts import render
 from django.utils import timezone
 
 from clusterui.findings.choices import Severity
-from clusterui.findings.models import Finding
+from clusterui.findings.models import SEVERITY_RANK, Finding
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
 from clusterui.web import timerange
@@ -14,8 +14,7 @@ from clusterui.web.snapshot import BUSY_UTIL_PCT, cluster_snapshot
 from clusterui.web.views.support import REFRESH_S, charts, range_context
 from clusterui.web.waste import most_wasteful_jobs, start_of_today, wasted_gpu_hours_since
 
-SEVERITY_RANK = Case(*[When(severity=s.value, then=Value(s.rank)) for s in Severity],
-                     output_field=IntegerField())
+__all__ = ["SEVERITY_RANK", "home"]  # the other pages sort findings by it too
 
 
 def home(request):
