@@ -89,7 +89,7 @@ FINDING_TEXT = {
 }
 # Build steps, in order, with the version of the code that makes them: a step whose
 # version changed is rebuilt (and every step after it).
-STEPS = {"jobs": 1, "telemetry": 3, "nic_rollups": 1}
+STEPS = {"jobs": 1, "telemetry": 3, "nic_rollups": 2}
 
 
 def admin_url() -> str:
@@ -664,9 +664,9 @@ def build_telemetry(info: dict, nodes: list[int]) -> dict:
 
 
 def build_nic_rollups(info: dict, nodes: list[int]) -> dict:
-    """The NIC rollups of these nodes' NICs as compaction leaves them: every hour before
-    the hot ones recomputed from the raw rows (``nicrollup.write_hours``), the hot hours due
-    (as ingest marked them)."""
+    """The NIC rollups of these nodes' NICs as compaction leaves them: every closed hour
+    recomputed from the raw rows (``nicrollup.write_hours``), the current one due (as
+    ingest marked it)."""
     from django.db import connection, transaction
 
     from clusterui.telemetry import nicrollup
@@ -676,7 +676,7 @@ def build_nic_rollups(info: dict, nodes: list[int]) -> dict:
     with connection.cursor() as cur:
         cur.execute(f"TRUNCATE {NIC_ROLLUP_DUE_TABLE}, {', '.join(NIC_ROLLUP_TABLES.values())}")
     now, t0 = info["now"], info["t0"]
-    hot_from = int((now - HOT_HOURS * 3600) // 3600 * 3600)
+    hot_from = int(now // 3600 * 3600)
     nic_ids = [(nd - 1) * 5 + port + 1 for nd in nodes for port in range(5)]
     hours = [dt.datetime.fromtimestamp(h, dt.UTC)
              for h in range(int(t0 // 3600 * 3600), hot_from, 3600)]

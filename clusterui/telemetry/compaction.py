@@ -16,10 +16,11 @@ into its (GPU, hour) chunk:
    the newest write wins); write the chunks and recompute their rollups (``packed``).
 3. One run at a time: a session advisory lock; a second run started meanwhile returns at
    once. A run stops starting transactions after ``budget_s``; the next run goes on.
-4. Then the NIC rollups: the (NIC, hour)s ingest marked due, older than ``RAW_HOT_HOURS``
-   closed hours (the raw NIC rows stay, so the detectors need not hold this back), are
-   recomputed from their raw rows, ``NIC_HOURS_PER_TRANSACTION`` at a time
-   (``nicrollup``).
+4. Then the NIC rollups: the (NIC, hour)s ingest marked due, once their hour has closed,
+   are recomputed from their raw rows, ``NIC_HOURS_PER_TRANSACTION`` at a time
+   (``nicrollup``). The raw NIC rows stay where they are (the detectors read them), so
+   there is no reason to wait ``RAW_HOT_HOURS``: a batch arriving after its hour was rolled
+   up marks it due again.
 
 ``packed.raw_samples`` reads a GPU's (or a job's) samples at full resolution across both
 tiers.
@@ -135,7 +136,7 @@ def _compact(now, budget_s: float, per_txn: int, result: CompactResult, began: f
 
 
 def _roll_up_nics(now, budget_s: float, result: CompactResult, began: float) -> None:
-    limit = floor_hour((now or timezone.now()) - dt.timedelta(hours=settings.RAW_HOT_HOURS))
+    limit = floor_hour(now or timezone.now())  # every closed hour
     while True:
         if time.monotonic() - began > budget_s:
             result.unfinished = True

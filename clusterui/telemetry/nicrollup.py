@@ -6,11 +6,12 @@ them so a long range reads a few rows per NIC instead of every sample:
 1. Ingest marks each (NIC, hour) it writes rows into as *due*
    (``telemetry_nicrollupdue``, one row per pair, ``ON CONFLICT DO NOTHING``): late data
    and spool replays mark an old hour due again.
-2. Compaction (``roll_up``) takes the due hours older than its horizon (``RAW_HOT_HOURS``
-   closed hours ago; the detectors need not hold it back, the raw rows stay), oldest first,
-   a bounded number per transaction: it deletes them from the due table (*returning* them,
-   so one marked again meanwhile waits for the next run) and replaces those (NIC, hour)s'
-   rollup rows with aggregates of their raw rows. Running it twice gives the same rows.
+2. Compaction (``take_due`` and ``write_hours``) takes the due hours that have closed
+   (the raw rows stay, so neither ``RAW_HOT_HOURS`` nor the detectors hold it back), oldest
+   first, a bounded number per transaction: it deletes them from the due table
+   (*returning* them, so one marked again meanwhile waits for the next run) and replaces
+   those (NIC, hour)s' rollup rows with aggregates of their raw rows. Running it twice
+   gives the same rows.
 3. ``series.nic_series`` reads the rollups except for due hours, and the raw rows for the
    due hours and what the rollups cannot answer: a sample is counted once either way.
 

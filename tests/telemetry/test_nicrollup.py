@@ -58,8 +58,8 @@ def nic_rows(nics, start, end, every_s=10, shift=0.0):
 def nics():
     node = rows.node(gpus=1, nics=2, latest=False)
     nics = list(Nic.objects.filter(node=node).order_by("id"))
-    # Three hours, the first two older than the horizon (NOW - 2 h).
-    nic_rows(nics, T0 + dt.timedelta(seconds=3), T0 + dt.timedelta(hours=3))
+    # Three closed hours and the current one.
+    nic_rows(nics, T0 + dt.timedelta(seconds=3), NOW + dt.timedelta(minutes=10))
     return nics
 
 
@@ -99,20 +99,19 @@ def test_ingest_marks_the_hours_it_writes_due():
 
 def test_compaction_rolls_up_the_closed_hours_and_the_series_stay_the_same(nics):
     end = T0 + dt.timedelta(minutes=97, seconds=25)  # mid-hour and mid-minute
-    before = series_set(nics, T0, NOW)
+    before = series_set(nics, T0, NOW + dt.timedelta(minutes=5))
     before_tail = series_set(nics, T0, end, steps=(60, 300, 3600))
     result = compaction.compact(NOW)
-    assert result.nic_hours == 2 * 2
-    # The hour inside the horizon stays due (read raw).
-    assert fetch("SELECT count(*), min(hour) FROM telemetry_nicrollupdue") == [
-        (2, T0 + dt.timedelta(hours=2))]
-    assert_same(series_set(nics, T0, NOW), before)
+    assert result.nic_hours == 2 * 4  # every closed hour, not only those past RAW_HOT_HOURS
+    # The current hour stays due (read raw).
+    assert fetch("SELECT count(*), min(hour) FROM telemetry_nicrollupdue") == [(2, NOW)]
+    assert_same(series_set(nics, T0, NOW + dt.timedelta(minutes=5)), before)
     assert_same(series_set(nics, T0, end, steps=(60, 300, 3600)), before_tail)
     assert compaction.compact(NOW).nic_hours == 0
 
 
 def test_the_rollups_equal_sql_over_the_raw_rows(nics):
-    closed = T0 + dt.timedelta(hours=2)
+    closed = NOW
     for width, table in ((60, "telemetry_nicrollup1m"), (300, "telemetry_nicrollup5m")):
         want = fetch(
             """
@@ -123,7 +122,7 @@ def test_the_rollups_equal_sql_over_the_raw_rows(nics):
         compaction.compact(NOW)
         got = fetch(f"SELECT nic_id, bucket, n, rx_bytes_per_s_avg, rx_bytes_per_s_max, "
                     f"tx_bytes_per_s_min, tx_bytes_per_s_avg FROM {table} ORDER BY 1, 2")
-        assert len(got) == len(want) == 2 * 2 * 3600 // width
+        assert len(got) == len(want) == 2 * 4 * 3600 // width
         for g, w in zip(got, want, strict=True):
             assert g[:3] == w[:3] and g[3:] == pytest.approx(w[3:], rel=1e-12)
 
@@ -156,7 +155,7 @@ def test_late_data_makes_its_hour_due_again(nics):
     late_at = T0 + dt.timedelta(minutes=20, seconds=5)
     nic_rows(nics[:1], late_at, late_at + dt.timedelta(seconds=30), shift=5e9)
     assert fetch("SELECT nic_id, hour FROM telemetry_nicrollupdue WHERE hour < %s",
-                 [T0 + dt.timedelta(hours=2)]) == [(nics[0].id, T0)]
+                 [NOW]) == [(nics[0].id, T0)]
     # Before compaction, the due hour is read raw: the late rows count.
     late_max = fetch("SELECT max(rx_bytes_per_s) FROM telemetry_nicsample WHERE nic_id = %s "
                      "AND ts >= %s AND ts < %s", [nics[0].id, T0 + dt.timedelta(minutes=20),
