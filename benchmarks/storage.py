@@ -83,6 +83,8 @@ def main() -> None:
         GPU_ROLLUP_TABLES,
         GPU_SAMPLE_TABLE,
         JOB_ROLLUP_TABLES,
+        NIC_ROLLUP_TABLES,
+        NIC_SAMPLE_TABLE,
     )
 
     # A whole day (midnight to midnight) three days ago: every hour of it is closed, and
@@ -133,6 +135,14 @@ def main() -> None:
         for table in (*GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values()):
             n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             rollups.append((table, n, sum(sizes(conn, table))))
+        # NIC rollups (compaction recomputed every closed NIC hour): per raw NIC sample.
+        for table in (NIC_SAMPLE_TABLE, *NIC_ROLLUP_TABLES.values()):
+            vacuum(conn, table)
+        nic_samples = conn.execute(f"SELECT count(*) FROM {NIC_SAMPLE_TABLE}").fetchone()[0]
+        nic_tables = [(NIC_SAMPLE_TABLE, nic_samples, sum(sizes(conn, NIC_SAMPLE_TABLE)))]
+        for table in NIC_ROLLUP_TABLES.values():
+            n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            nic_tables.append((table, n, sum(sizes(conn, table))))
     print()
     print(f"compaction: {result.rows:,} hot rows into {result.chunks:,} (GPU, hour) chunks in "
           f"{result.transactions} transactions, {compact_s:.1f} s "
@@ -153,6 +163,12 @@ def main() -> None:
               f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
     total = sum(size for _, _, size in rollups)
     print(f"  all rollups          : {total / samples:7.2f} bytes per GPU sample")
+    print()
+    print(f"NIC samples ({nic_samples:,}, raw rows that stay) and their rollups "
+          "(heap + TOAST + indexes)")
+    for table, n, size in nic_tables:
+        print(f"  {table:22s}: {size / max(nic_samples, 1):7.2f} bytes per NIC sample "
+              f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
     print()
     print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4)")
     for metric, (kind, scale) in codec.PRECISION.items():
