@@ -135,7 +135,12 @@ def copy_ceiling(rows: int) -> float:
     from clusterui.telemetry.metrics import GPU_SAMPLE_COLUMNS
 
     url = BENCH_DB.replace("postgres://", "postgresql://", 1)
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    from clusterui.telemetry import partitions
+
+    # Rows one second apart per GPU (25,000 s for 200,000 rows), all inside today's
+    # partition: the ceiling must not depend on the time of day it runs at.
+    now = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    partitions.ensure_partitions([now.date()])
     data = [(now + dt.timedelta(seconds=i // 8), 1e6, 0, i % 8 + 1, None, 50.0, 40.0, 1000,
              300.0, 60.0, 1980.0, 50.0, 20.0, 30.0, 1e9, 1e9, 1e10, 1e10) for i in range(rows)]
     types = ["timestamptz", "float8", "int8", "int4", "int4"] + ["float4"] * 2 + ["int4"] + \
