@@ -80,9 +80,6 @@ class Consumer:
     def run(self, *, until=None) -> FlushResult:
         """Consume until SIGTERM/SIGINT (or ``until()`` is true); then finish the flush in
         hand and stop.
-
-        (Overlapping the next flush's validation with this one's store in a second thread
-        was tried and measured slower: both halves are Python, and the GIL serialises them.)
         """
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)

@@ -23,7 +23,6 @@ import redis
 log = logging.getLogger(__name__)
 
 PREFIX = "clusterui:ingest:consumer"
-SLOTS = ("a", "b")
 
 # Move up to ARGV[1] items, and about ARGV[2] bytes (at least one item), from the consuming
 # (right) end of KEYS[1] into KEYS[2]; return them oldest first.
@@ -63,6 +62,7 @@ class ReliableQueue:
         self.queue = queue
         self.ttl_s = ttl_s
         self.id = consumer_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.inflight_key = f"{PREFIX}:{queue}:inflight:{self.id}"
         self.alive_key = f"{PREFIX}:{queue}:alive:{self.id}"
         self.max_bytes = max_bytes  # per take: a flush of huge batches stays bounded
         self._take = client.register_script(_TAKE)
@@ -71,18 +71,13 @@ class ReliableQueue:
     def heartbeat(self) -> None:
         self.client.set(self.alive_key, "1", ex=self.ttl_s)
 
-    def inflight_key(self, slot: str = "a") -> str:
-        """The in-flight list of one of this consumer's slots (a slot holds one flush; a
-        consumer may keep two flushes in hand)."""
-        return f"{PREFIX}:{self.queue}:inflight:{self.id}/{slot}"
-
-    def take(self, max_items: int, block_s: float = 1.0, slot: str = "a") -> list[bytes]:
+    def take(self, max_items: int, block_s: float = 1.0) -> list[bytes]:
         """Up to ``max_items`` items, oldest first; waits up to ``block_s`` for the first.
 
-        The items stay in the slot's in-flight list until ``ack(slot)``; items a previous
+        The items stay in this consumer's in-flight list until ``ack``; items a previous
         take left there unacknowledged (a failed ack) come back first.
         """
-        key = self.inflight_key(slot)
+        key = self.inflight_key
         pending = self.client.lrange(key, 0, -1)
         if pending:
             return pending
@@ -98,14 +93,13 @@ class ReliableQueue:
             return [first, *more]
         return items
 
-    def ack(self, slot: str = "a") -> None:
-        self.client.delete(self.inflight_key(slot))
+    def ack(self) -> None:
+        self.client.delete(self.inflight_key)
 
     def release(self) -> int:
         """Hand this consumer's in-flight items back to the queue (a clean shutdown)."""
         self.client.delete(self.alive_key)
-        return sum(self._restore(keys=[self.queue, self.inflight_key(slot), self.alive_key])
-                   for slot in SLOTS)
+        return self._restore(keys=[self.queue, self.inflight_key, self.alive_key])
 
     def sweep(self) -> int:
         """Requeue the in-flight items of consumers whose liveness key has expired."""
@@ -113,7 +107,7 @@ class ReliableQueue:
         prefix = f"{PREFIX}:{self.queue}:inflight:"
         for key in self.client.scan_iter(match=f"{prefix}*", count=500):
             key = key.decode() if isinstance(key, bytes) else key
-            owner = key[len(prefix):].rsplit("/", 1)[0]
+            owner = key[len(prefix):]
             if owner == self.id:
                 continue
             alive = f"{PREFIX}:{self.queue}:alive:{owner}"

@@ -149,7 +149,6 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
         cur = psycopg.Cursor(wrapper.cursor.connection)
         nodes = _upsert_nodes(cur, batches, seen, received_at)
         batch_ids = _log_batches(cur, batches, spans, nodes, received_at)
-        stored: list[tuple[Batch, int]] = []
         for batch, when, batch_id in zip(batches, seen, batch_ids, strict=True):
             if batch_id is None:
                 results.append(StoreResult(batch_id=None, duplicate=True))
@@ -176,7 +175,6 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 job_rows.extend(zip(_pg_micros(ts), map(job_ids.__getitem__, job), repeat(node_id),
                                     *values))
             _insert_events(cur, batch, gpu_ids, batch_id)
-            stored.append((batch, batch_id))
             results.append(StoreResult(
                 batch_id=batch_id, duplicate=False, gpu_samples=len(batch.gpu_rows),
                 nic_samples=len(batch.nic_rows), job_samples=len(batch.job_rows),

@@ -165,23 +165,32 @@ def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
         out.values = {k: {m: [None] * len(axis) for m in metrics} for k in keys}
         return out
     acc = _Partials(keys, metrics, len(axis), agg)
-    width = rollup_width(step, agg, metrics)
-    # [first, end) as consecutive parts, each read from the widest rollup whose whole
-    # buckets fill it (``first`` is aligned on the step, so on every width dividing it).
-    parts, cut = [], first
-    for w in sorted(GPU_ROLLUP_TABLES, reverse=True) if width else ():
-        if w > width:
-            continue
-        to = first + dt.timedelta(seconds=((end - first).total_seconds() // w) * w)
-        if to > cut:
-            parts.append((GPU_ROLLUP_TABLES[w], cut, to))
-            cut = to
+    if rollup_width(step, agg, metrics):
+        parts, cut = _tier_parts(GPU_ROLLUP_TABLES, first, end, step)
+    else:
+        parts, cut = [], first
     if cut > first:
         acc.add_rows(_rollup_and_hot(keys, metrics, first, cut, step, agg, parts))
     if cut < end:
         _packed_and_hot(acc, keys, metrics, first, cut, end, step, agg)
     out.values = acc.result()
     return out
+
+
+def _tier_parts(tables: dict[int, str], first, end, step: int):
+    """[first, end) as consecutive parts, each read from the widest rollup table (width in
+    seconds -> table) whose width divides ``step`` and whose whole buckets fill the part
+    (``first`` is aligned on the step, so on every width dividing it): ([(table, lo, hi),
+    ...], the end of the last part); what is left after it is read raw."""
+    parts, cut = [], first
+    for w in sorted(tables, reverse=True):
+        if step % w:
+            continue
+        to = first + dt.timedelta(seconds=((end - first).total_seconds() // w) * w)
+        if to > cut:
+            parts.append((tables[w], cut, to))
+            cut = to
+    return parts, cut
 
 
 def rollup_width(step: int, agg: str, metrics) -> int | None:
@@ -339,14 +348,7 @@ def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
         out.values = {k: {m: [None] * len(axis) for m in metrics} for k in keys}
         return out
     acc = _Partials(keys, metrics, len(axis), agg)
-    parts, cut = [], first
-    for w in sorted(NIC_ROLLUP_TABLES, reverse=True):
-        if step % w:
-            continue
-        to = first + dt.timedelta(seconds=((end - first).total_seconds() // w) * w)
-        if to > cut:
-            parts.append((NIC_ROLLUP_TABLES[w], cut, to))
-            cut = to
+    parts, cut = _tier_parts(NIC_ROLLUP_TABLES, first, end, step)
     bucket = "floor(extract(epoch FROM {t} - %s) / %s)::int"
     selects, params = [], []
     for table, lo, hi in parts:
