@@ -89,7 +89,7 @@ FINDING_TEXT = {
 }
 # Build steps, in order, with the version of the code that makes them: a step whose
 # version changed is rebuilt (and every step after it).
-STEPS = {"jobs": 1, "telemetry": 3, "nic_rollups": 2}
+STEPS = {"jobs": 1, "telemetry": 4, "nic_rollups": 2}
 
 
 def admin_url() -> str:
@@ -486,7 +486,6 @@ def build_jobs(now: float) -> dict:
 
 # --- GPU telemetry in the product's storage form ---------------------------------------------
 
-HOT_HOURS = 3  # the newest hours stay in the hot table (compaction packs older ones)
 
 
 def gpu_samples(gpu_id: int, allocations, t0: float, now: float, rng):
@@ -595,16 +594,21 @@ def _pack_group(group: list[int], t0: float, now: float, hot_from_ms: int, rng
 def build_telemetry(info: dict, nodes: list[int]) -> dict:
     """A week of samples for these nodes' GPUs, NICs and jobs, in the product's form: packed
     (GPU, hour) chunks with their 1-minute and 1-hour GPU and job rollups (``packed.
-    write_hours``) up to ``HOT_HOURS`` ago, the hot table after that; NIC and job host samples
-    in their raw tables."""
+    write_hours``) up to compaction's horizon at the data's "now" (``compaction.horizon``:
+    the current hour, and the last one for ``RAW_HOT_MINUTES`` after it closed), the hot
+    table after that; NIC and job host samples in their raw tables."""
+    from django.conf import settings
     from django.db import connection, transaction
 
     from clusterui.telemetry import packed, partitions
+    from clusterui.telemetry.compaction import floor_hour
     from clusterui.telemetry.metrics import JOB_SAMPLE_TABLE, NIC_SAMPLE_TABLE
 
     began = time.perf_counter()
     now, t0 = info["now"], info["t0"]
-    hot_from_ms = int((now - HOT_HOURS * 3600) // 3600 * 3600 * 1000)
+    hot_from = floor_hour(dt.datetime.fromtimestamp(now, dt.UTC)
+                          - dt.timedelta(minutes=settings.RAW_HOT_MINUTES))
+    hot_from_ms = int(hot_from.timestamp() * 1000)
     days = {dt.date.fromtimestamp(t0) + dt.timedelta(days=d) for d in range(DAYS + 2)}
     partitions.forget_known()
     partitions.ensure_partitions(days)
@@ -788,7 +792,7 @@ def main() -> int:
     week = NODES * GPUS_PER_NODE * DAYS * 86400 // INTERVAL_S
     print(f"GPU telemetry: {tele['gpu_samples']:,} samples at {INTERVAL_S} s for "
           f"{len(tele['telemetry_nodes']):,} nodes ({tele['chunks']:,} packed hour chunks with "
-          f"their rollups, the last {HOT_HOURS} h in the hot table), built in "
+          "their rollups up to compaction's horizon, the hot table after it), built in "
           f"{tele['seconds']:.0f} s. The whole cluster's week is {week / 1e6:.0f}M samples "
           "(issue 8 says 'about 48M': 1,000 x 8 x 7 days at 10 s is ten times that)"
           + ("." if len(tele["telemetry_nodes"]) == NODES else

@@ -8,7 +8,7 @@ GPUs change them little and the simulator takes about 10 s per GPU-day on 2 core
 
 1. the hot tier (``telemetry_gpusample``): heap and btree bytes per GPU sample;
 2. compaction (``clusterui.telemetry.compaction``) packs the whole day into (GPU, hour)
-   chunks and rollups, as beat does once the hours are older than ``RAW_HOT_HOURS``;
+   chunks and rollups, as beat does once each hour closed ``RAW_HOT_MINUTES`` ago;
 3. the packed tier (``telemetry_gpuchunk``): heap + TOAST + indexes per GPU sample, and the
    rollups' bytes (per GPU sample, and per row).
 

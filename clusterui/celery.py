@@ -50,7 +50,7 @@ app.conf.beat_schedule = {
     "maintain-partitions": _entry(
         "clusterui.telemetry.maintain_partitions", "BEAT_PARTITIONS_S", 3600
     ),
-    # Hot GPU samples older than RAW_HOT_HOURS (and read by the detectors) into packed hour
+    # Hot GPU hours closed RAW_HOT_MINUTES ago (and read by the detectors) into packed hour
     # chunks and rollups.
     "compact-telemetry": _entry("clusterui.telemetry.compact", "BEAT_COMPACT_S", 300),
     "close-stale-jobs": _entry("clusterui.jobs.close_stale_jobs", "BEAT_STALE_JOBS_S", 60),

@@ -220,9 +220,10 @@ NODE_SILENT_AFTER_S = env_int("NODE_SILENT_AFTER_S", 120, minimum=10)
 PARTITION_DAYS_AHEAD = env_int("PARTITION_DAYS_AHEAD", 3, minimum=1, maximum=60)
 # Raw GPU samples at full resolution, hot table and packed hour chunks together.
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
-# Closed hours of GPU samples kept in the hot table before compaction packs them (it also
-# waits for the detectors), and how many GPUs one compaction transaction takes.
-RAW_HOT_HOURS = env_int("RAW_HOT_HOURS", 2, minimum=1, maximum=24 * 7)
+# Minutes an hour of GPU samples stays in the hot table after it closed, before compaction
+# packs it (it also waits for the detectors): a batch later than that is merged into its
+# chunk by the next run. And how many GPUs one compaction transaction takes.
+RAW_HOT_MINUTES = env_int("RAW_HOT_MINUTES", 10, minimum=0, maximum=7 * 24 * 60)
 COMPACTION_GPUS_PER_TRANSACTION = env_int("COMPACTION_GPUS_PER_TRANSACTION", 256, minimum=1,
                                           maximum=100_000)
 # Rollups (per GPU and per job) outlive the raw samples.

@@ -4,8 +4,10 @@ Ingest COPYs GPU samples into the hot table (``telemetry_gpusample``). Every few
 (beat, ``clusterui.telemetry.compact``) this moves every hot row older than the *horizon*
 into its (GPU, hour) chunk:
 
-1. The horizon is the start of the clock hour ``RAW_HOT_HOURS`` before now, and never later
-   than the oldest sample the detectors have still to read
+1. The horizon is the start of the clock hour ``RAW_HOT_MINUTES`` before now (with the
+   default 10, an hour is packed from 10 minutes after it closed: the hot table holds the
+   current hour and a little more, so a day's chart aggregates less than an hour of raw
+   rows), and never later than the oldest sample the detectors have still to read
    (``clusterui.findings.runner.oldest_unread``): they read raw rows from the hot table only.
 2. One closed hour at a time, oldest first (so memory is bounded by one hour of
    ``COMPACTION_GPUS_PER_TRANSACTION`` GPUs, whatever the backlog), for that many GPUs at a
@@ -19,7 +21,7 @@ into its (GPU, hour) chunk:
 4. Then the NIC rollups: the (NIC, hour)s ingest marked due, once their hour has closed,
    are recomputed from their raw rows, ``NIC_HOURS_PER_TRANSACTION`` at a time
    (``nicrollup``). The raw NIC rows stay where they are (the detectors read them), so
-   there is no reason to wait ``RAW_HOT_HOURS``: a batch arriving after its hour was rolled
+   there is no reason to wait ``RAW_HOT_MINUTES``: a batch arriving after its hour was rolled
    up marks it due again.
 
 ``packed.raw_samples`` reads a GPU's (or a job's) samples at full resolution across both
@@ -55,7 +57,7 @@ _COLS = ", ".join(GPU_METRIC_NAMES)
 @dataclass
 class CompactResult:
     horizon: dt.datetime | None = None
-    held_back: bool = False  # the detectors' progress set the horizon, not RAW_HOT_HOURS
+    held_back: bool = False  # the detectors' progress set the horizon, not RAW_HOT_MINUTES
     transactions: int = 0
     rows: int = 0  # hot rows moved
     chunks: int = 0  # chunks written (new or merged)
@@ -76,7 +78,7 @@ def horizon(now: dt.datetime | None = None) -> tuple[dt.datetime, bool]:
     from clusterui.findings.runner import oldest_unread
 
     now = now or timezone.now()
-    hot = floor_hour(now - dt.timedelta(hours=settings.RAW_HOT_HOURS))
+    hot = floor_hour(now - dt.timedelta(minutes=settings.RAW_HOT_MINUTES))
     unread = oldest_unread(now)
     if unread is not None and floor_hour(unread) < hot:
         return floor_hour(unread), True

@@ -7,7 +7,7 @@ them so a long range reads a few rows per NIC instead of every sample:
    (``telemetry_nicrollupdue``, one row per pair, ``ON CONFLICT DO NOTHING``): late data
    and spool replays mark an old hour due again.
 2. Compaction (``take_due`` and ``write_hours``) takes the due hours that have closed
-   (the raw rows stay, so neither ``RAW_HOT_HOURS`` nor the detectors hold it back), oldest
+   (the raw rows stay, so neither ``RAW_HOT_MINUTES`` nor the detectors hold it back), oldest
    first, a bounded number per transaction: it deletes them from the due table
    (*returning* them, so one marked again meanwhile waits for the next run) and replaces
    those (NIC, hour)s' rollup rows with aggregates of their raw rows. Running it twice

@@ -17,6 +17,10 @@ from clusterui.telemetry.tasks import maintain_partitions
 from tests import rows
 
 pytestmark = pytest.mark.django_db
+# Most tests here keep the two newest closed hours hot (RAW_HOT_MINUTES=120), so that a
+# range spans both tiers; test_the_default_packs_an_hour_minutes_after_it_closed checks the
+# default.
+HOT_MINUTES = 120
 NOW = timezone.now().replace(minute=0, second=0, microsecond=0)
 T0 = NOW - dt.timedelta(hours=4)
 METRICS = ["util_pct", "sm_active_pct", "power_w", "mem_used_mib", "temp_c"]
@@ -57,6 +61,11 @@ def assert_close(a, b, tol=0.006):
                 got = np.array([v for v in x if v is not None])
                 want = np.array([v for v in y if v is not None])
                 assert np.allclose(got, want, rtol=1e-6, atol=tol), (key, metric)
+
+
+@pytest.fixture(autouse=True)
+def _two_hot_hours(settings):
+    settings.RAW_HOT_MINUTES = HOT_MINUTES
 
 
 @pytest.fixture
@@ -179,6 +188,20 @@ def test_late_data_merges_into_its_chunk_and_its_rollups(cluster):
     assert n == 7 and util_max == 99.0
     assert fetch("SELECT n FROM telemetry_gpurollup1h WHERE gpu_id = %s AND bucket = %s",
                  [g.id, hour]) == [(361,)]
+
+
+def test_the_default_packs_an_hour_minutes_after_it_closed(cluster, settings):
+    """With the default horizon the hot table keeps only the current hour: the newest
+    closed hour is packed once RAW_HOT_MINUTES have passed, and not before."""
+    settings.RAW_HOT_MINUTES = 10
+    newest = NOW - dt.timedelta(hours=2)  # the samples' last hour: [NOW - 2 h, NOW - 1 h)
+    before = series_set(cluster, T0, NOW)
+    early = compaction.compact(newest + dt.timedelta(hours=1, minutes=9))
+    assert early.horizon == newest and hot_count() == 2 * 360  # that hour is still hot
+    on_time = compaction.compact(newest + dt.timedelta(hours=1, minutes=10))
+    assert on_time.horizon == newest + dt.timedelta(hours=1) and on_time.rows == 2 * 360
+    assert hot_count() == 0
+    assert_close(series_set(cluster, T0, NOW), before)
 
 
 def test_the_detectors_hold_the_horizon_back():

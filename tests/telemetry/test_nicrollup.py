@@ -102,7 +102,7 @@ def test_compaction_rolls_up_the_closed_hours_and_the_series_stay_the_same(nics)
     before = series_set(nics, T0, NOW + dt.timedelta(minutes=5))
     before_tail = series_set(nics, T0, end, steps=(60, 300, 3600))
     result = compaction.compact(NOW)
-    assert result.nic_hours == 2 * 4  # every closed hour, not only those past RAW_HOT_HOURS
+    assert result.nic_hours == 2 * 4  # every closed hour, not only those compaction packs
     # The current hour stays due (read raw).
     assert fetch("SELECT count(*), min(hour) FROM telemetry_nicrollupdue") == [(2, NOW)]
     assert_same(series_set(nics, T0, NOW + dt.timedelta(minutes=5)), before)
