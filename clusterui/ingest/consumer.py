@@ -14,6 +14,7 @@ batch keys make the redelivery store nothing twice. A bad batch: refused with it
 only that batch is dead-lettered; the good batches around it land.
 """
 
+import gc
 import logging
 import signal
 import time
@@ -130,7 +131,17 @@ class Consumer:
     def flush(self, raws: list[bytes]) -> FlushResult:
         """Validate and store these messages; return what happened to them."""
         result = FlushResult(messages=len(raws))
-        self._store(self._validate(raws, result), result)
+        # Decoding a flush builds hundreds of thousands of lists (a sample row is one), and
+        # the cyclic garbage collector would walk them over and over while they are built:
+        # five times the cost of the decoding itself (measured). They hold no cycles:
+        # reference counting frees them when the flush is done; collection resumes after.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._store(self._validate(raws, result), result)
+        finally:
+            if collecting:
+                gc.enable()
         self._count(result)
         return result
 

@@ -20,13 +20,12 @@ interval, at most the bucket per GPU), ``util_pct``/``sm_active_pct``/``busy_pct
 """
 
 import datetime as dt
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection
 
-from clusterui.telemetry import codec, partitions
+from clusterui.telemetry import codec, partitions, pgcopy
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
@@ -38,7 +37,6 @@ from clusterui.telemetry.metrics import (
 
 HOUR_MS = 3_600_000
 ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-_PG_EPOCH_US = 946_684_800_000_000
 UTC = dt.UTC
 # A hot row's time as the codec keeps it: ms since the epoch.
 TS_MS = "round(extract(epoch FROM ts) * 1000)::bigint"
@@ -54,59 +52,10 @@ def dt_to_ms(t: dt.datetime) -> int:
 
 # --- binary COPY straight from numpy columns -------------------------------------------
 
-_TYPES = {"int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8",
-          "timestamptz_ms": ">i8"}
-
-
 def copy_arrays(cur, table: str, columns: list[tuple[str, str, np.ndarray, np.ndarray | None]],
                 *, rows_per_write: int = 100_000) -> int:
-    """COPY rows given as columns: (name, type, values, null mask or None). Types are
-    ``_TYPES``' keys; ``timestamptz_ms`` takes int64 ms since the epoch. The binary COPY
-    buffer is built by numpy, so millions of rows cost seconds, not minutes."""
-    n = len(columns[0][2]) if columns else 0
-    if n == 0:
-        return 0
-    names = ", ".join(c[0] for c in columns)
-    with cur.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.write(b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0))
-        for lo in range(0, n, rows_per_write):
-            hi = min(n, lo + rows_per_write)
-            copy.write(_binary_rows(columns, lo, hi))
-        copy.write(struct.pack(">h", -1))
-    return n
-
-
-def _binary_rows(columns, lo: int, hi: int) -> bytes:
-    n = hi - lo
-    ncol = len(columns)
-    prepared = []
-    lens = np.empty((n, ncol), np.int64)
-    for j, (_, kind, values, nulls) in enumerate(columns):
-        dtype = np.dtype(_TYPES[kind])
-        v = np.asarray(values[lo:hi])
-        if kind == "timestamptz_ms":
-            v = v.astype(np.int64) * 1000 - _PG_EPOCH_US
-        null = (np.zeros(n, bool) if nulls is None else np.asarray(nulls[lo:hi], bool))
-        if v.dtype.kind == "f":
-            null = null | np.isnan(v)
-            v = np.where(null, 0, v)
-        data = v.astype(dtype).view(np.uint8).reshape(n, dtype.itemsize)
-        lens[:, j] = np.where(null, 4, 4 + dtype.itemsize)
-        prepared.append((null, data, dtype.itemsize))
-    row_len = 2 + lens.sum(axis=1)
-    row_off = np.concatenate(([0], np.cumsum(row_len)[:-1]))
-    buf = np.empty(int(row_len.sum()), np.uint8)
-    buf[row_off[:, None] + np.arange(2)] = np.frombuffer(struct.pack(">h", ncol), np.uint8)
-    pos = row_off + 2
-    four = np.arange(4)
-    minus_one = np.frombuffer(struct.pack(">i", -1), np.uint8)
-    for j, (null, data, size) in enumerate(prepared):
-        length = np.frombuffer(struct.pack(">i", size), np.uint8)
-        buf[pos[:, None] + four] = np.where(null[:, None], minus_one, length)
-        keep = ~null
-        buf[(pos[keep] + 4)[:, None] + np.arange(size)] = data[keep]
-        pos = pos + lens[:, j]
-    return buf.tobytes()
+    """COPY rows given as columns: (name, type, values, null mask or None); ``pgcopy``."""
+    return pgcopy.copy_columns(cur, table, columns, rows_per_write=rows_per_write)
 
 
 # --- rollups from blocks ------------------------------------------------------------------

@@ -5,6 +5,8 @@ Real Redis (the test broker database), real PostgreSQL, messages published throu
 exactly as a collector publishes them.
 """
 
+import gc
+
 import pytest
 from django.db import connection
 
@@ -59,6 +61,7 @@ def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples):
     c.queue.ack()
     assert (result.stored, result.duplicates, result.refused) == (40, 5, 0)
     assert gpu_rows() == (40 * 16, 40 * 16)
+    assert gc.isenabled()  # held off only while the flush decodes
     assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
     # Each node's batches got ascending ids in sequence order: the queue's order is kept.
     for n in range(8):
