@@ -15,6 +15,9 @@ each; over 1,000,000 jobs packed onto those GPUs over 7 days the way a scheduler
 160 nodes, users and accounts with a heavy tail, Slurm and Kubernetes), each job's GPU
 allocations, its efficiency row shaped as the detector pass writes it (per-GPU figures
 and accumulators), findings where its behaviour would raise them, and the latest tables.
+GPU telemetry at 10 s in the product's storage form (``--telemetry``): by default a week
+for the nine nodes the cases read and the last 26 hours for the other 991, so the day
+partitions a 24-hour read touches hold the whole cluster (about 69M GPU samples).
 
 The data has its own "now" (when it was built): the timings run with Django's clock set
 to it, so a database built yesterday is timed as it was then.
@@ -58,6 +61,7 @@ H100 = ("NVIDIA H100 80GB HBM3", 81559, 700.0, 450e9)
 IB = 50e9
 ETH = 25e9 / 8
 SEED = 8
+DAY_WINDOW_H = 26  # --telemetry day: the other nodes' hours (a 24 h read and the hot hour)
 
 # A job's behaviour, drawn from its id: (name, weight, GPU busy % mean, findings it raises).
 # The mix follows the simulator's scenarios (collectors/sim/scenarios.py).
@@ -542,10 +546,11 @@ def gpu_samples(gpu_id: int, allocations, t0: float, now: float, rng):
     return (ts * 1000).round().astype(np.int64), job, values, nulls
 
 
-def _pack_group(group: list[int], t0: float, now: float, hot_from_ms: int, rng
+def _pack_group(group: list[int], starts: dict[int, float], now: float, hot_from_ms: int, rng
                 ) -> tuple[int, int]:
-    """A week of samples for these nodes' GPUs: packed chunks and rollups (``packed.
-    write_hours``) before ``hot_from_ms``, the hot table after it."""
+    """Samples for these nodes' GPUs from each node's start (``starts``) to ``now``: packed
+    chunks and rollups (``packed.write_hours``) before ``hot_from_ms``, the hot table after
+    it."""
     from django.db import connection, transaction
 
     from clusterui.telemetry import packed
@@ -570,6 +575,7 @@ def _pack_group(group: list[int], t0: float, now: float, hot_from_ms: int, rng
     with transaction.atomic(), connection.cursor() as wrapper:
         cur = wrapper.cursor
         for gpu_id in gpu_ids:
+            t0 = starts[(gpu_id - 1) // GPUS_PER_NODE + 1]
             ts, job, values, nulls = gpu_samples(gpu_id, sorted(set(by_gpu.get(gpu_id, []))),
                                                  t0, now, rng)
             old = ts < hot_from_ms
@@ -591,12 +597,18 @@ def _pack_group(group: list[int], t0: float, now: float, hot_from_ms: int, rng
     return samples, chunks
 
 
-def build_telemetry(info: dict, nodes: list[int]) -> dict:
+def build_telemetry(info: dict, nodes: list[int], day_nodes: list[int]) -> dict:
     """A week of samples for these nodes' GPUs, NICs and jobs, in the product's form: packed
     (GPU, hour) chunks with their 1-minute and 1-hour GPU and job rollups (``packed.
     write_hours``) up to compaction's horizon at the data's "now" (``compaction.horizon``:
     the current hour, and the last one for ``RAW_HOT_MINUTES`` after it closed), the hot
-    table after that; NIC and job host samples in their raw tables."""
+    table after that; NIC and job host samples in their raw tables.
+
+    ``day_nodes`` (every other node, with ``--telemetry day``) get GPU samples for the last
+    ``DAY_WINDOW_H`` hours only: every day-partitioned table then holds the whole
+    cluster for the days a 24-hour read touches (partition pruning keeps the older days out
+    of those reads), at a seventh of the week's build time.
+    """
     from django.conf import settings
     from django.db import connection, transaction
 
@@ -618,11 +630,14 @@ def build_telemetry(info: dict, nodes: list[int]) -> dict:
     # each hour of a group is written at once and each job-hour's rollup is whole; and one
     # group's week of samples fits in memory (about 0.5 GB).
     groups: dict[int, list[int]] = {}
-    for nd in nodes:
+    starts = {nd: t0 for nd in nodes}
+    day_t0 = (now - DAY_WINDOW_H * 3600) // INTERVAL_S * INTERVAL_S
+    starts.update({nd: day_t0 for nd in day_nodes if nd not in starts})
+    for nd in sorted(starts):
         groups.setdefault((nd - 1) // BLOCK, []).append(nd)
     samples = chunks = 0
     for group in groups.values():
-        s_, c_ = _pack_group(group, t0, now, hot_from_ms, rng)
+        s_, c_ = _pack_group(group, starts, now, hot_from_ms, rng)
         samples, chunks = samples + s_, chunks + c_
         say(f"nodes {group[0]}-{group[-1]}: {samples:,} samples, {chunks:,} hour chunks with "
             "their rollups", began)
@@ -664,7 +679,8 @@ def build_telemetry(info: dict, nodes: list[int]) -> dict:
     with connection.cursor() as cur:
         cur.execute("ANALYZE")
     say("ANALYZE", began)
-    return {"telemetry_nodes": nodes, "gpu_samples": samples, "chunks": chunks}
+    return {"telemetry_nodes": nodes, "day_nodes": len(day_nodes), "gpu_samples": samples,
+            "chunks": chunks}
 
 
 def build_nic_rollups(info: dict, nodes: list[int]) -> dict:
@@ -742,8 +758,11 @@ def main() -> int:
     parser.add_argument("--rebuild", action="store_true", help="drop the database and build it")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--only", nargs="*", default=[], help="cases whose name contains these")
-    parser.add_argument("--telemetry", choices=("timed", "all"), default="timed",
-                        help="GPU telemetry for the nodes the cases read (default) or all")
+    parser.add_argument(
+        "--telemetry", choices=("timed", "day", "all"), default="day",
+        help="GPU telemetry: a week for the nodes the cases read, and the last "
+             f"{DAY_WINDOW_H} h for every other node (day, the default); a week for the "
+             "read nodes only (timed); a week for every node (all: hours)")
     args = parser.parse_args()
 
     prepare_database(args.rebuild)
@@ -755,11 +774,14 @@ def main() -> int:
 
     nodes = (list(range(1, NODES + 1)) if args.telemetry == "all"
              else [*range(1, BLOCK + 1), NODES // 2])
+    day_nodes = ([nd for nd in range(1, NODES + 1) if nd not in nodes]
+                 if args.telemetry == "day" else [])
     done = built_steps()
     stale = False
     for step, version in STEPS.items():
         current = done.get(step, {}).get("version") == version and (
-            step != "telemetry" or done[step].get("telemetry_nodes") == nodes)
+            step != "telemetry" or (done[step].get("telemetry_nodes") == nodes
+                                    and done[step].get("day_nodes", 0) == len(day_nodes)))
         if not stale and current:
             continue
         stale = True
@@ -776,7 +798,7 @@ def main() -> int:
                             "telemetry_gpurollup1m, telemetry_gpurollup5m, telemetry_gpurollup1h, "
                             "telemetry_jobrollup1m, "
                             "telemetry_jobrollup1h, telemetry_nicsample, telemetry_jobsample")
-            info = build_telemetry(done["jobs"], nodes)
+            info = build_telemetry(done["jobs"], nodes, day_nodes)
         record_step(step, time.perf_counter() - began, info)
         done[step] = {"version": version, "seconds": time.perf_counter() - began, **info}
     info = done["jobs"]
@@ -790,11 +812,15 @@ def main() -> int:
           f"built in {sum(d['seconds'] for d in done.values()):.0f} s", flush=True)
     tele = done["telemetry"]
     week = NODES * GPUS_PER_NODE * DAYS * 86400 // INTERVAL_S
-    print(f"GPU telemetry: {tele['gpu_samples']:,} samples at {INTERVAL_S} s for "
-          f"{len(tele['telemetry_nodes']):,} nodes ({tele['chunks']:,} packed hour chunks with "
-          "their rollups up to compaction's horizon, the hot table after it), built in "
-          f"{tele['seconds']:.0f} s. The whole cluster's week is {week / 1e6:.0f}M samples "
-          "(issue 8 says 'about 48M': 1,000 x 8 x 7 days at 10 s is ten times that)"
+    day = (f" and the last {DAY_WINDOW_H} h for the other {tele['day_nodes']:,}"
+           if tele.get("day_nodes") else "")
+    print(f"GPU telemetry: {tele['gpu_samples']:,} samples at {INTERVAL_S} s: a week for "
+          f"{len(tele['telemetry_nodes']):,} nodes{day} ({tele['chunks']:,} packed hour chunks "
+          "with their rollups up to compaction's horizon, the hot table after it), built in "
+          f"{tele['seconds']:.0f} s. NIC and job host samples: the week, for the "
+          f"{len(tele['telemetry_nodes']):,} nodes. The whole cluster's week is "
+          f"{week / 1e6:.0f}M GPU samples (issue 8 says 'about 48M': 1,000 x 8 x 7 days at "
+          "10 s is ten times that)"
           + ("." if len(tele["telemetry_nodes"]) == NODES else
              "; --telemetry all generates it (hours on this machine)."), flush=True)
 
