@@ -81,6 +81,13 @@ def env_float(name: str, default: float, *, minimum: float | None = None,
     return number
 
 
+def env_retired(name: str, instead: str, *, environ=None) -> None:
+    """A variable that no longer exists: refuse to start rather than ignore it silently
+    (the operator meant something by it)."""
+    if _raw(name, environ) is not None:
+        raise ImproperlyConfigured(f"{name} is no longer read: {instead}")
+
+
 def env_list(name: str, default: list[str], *, environ=None) -> list[str]:
     value = _raw(name, environ)
     if value is None:

@@ -18,6 +18,7 @@ from clusterui.envconfig import (
     env_int,
     env_list,
     env_mapping,
+    env_retired,
     env_str,
     env_time_window,
     env_weekdays,
@@ -224,6 +225,8 @@ RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)
 # packs it (it also waits for the detectors): a batch later than that is merged into its
 # chunk by the next run. And how many GPUs one compaction transaction takes.
 RAW_HOT_MINUTES = env_int("RAW_HOT_MINUTES", 10, minimum=0, maximum=7 * 24 * 60)
+env_retired("RAW_HOT_HOURS", "set RAW_HOT_MINUTES, the minutes a closed hour stays hot "
+            "(RAW_HOT_HOURS=2 was RAW_HOT_MINUTES=120; the default is now 10)")
 COMPACTION_GPUS_PER_TRANSACTION = env_int("COMPACTION_GPUS_PER_TRANSACTION", 256, minimum=1,
                                           maximum=100_000)
 # Rollups (per GPU and per job) outlive the raw samples.

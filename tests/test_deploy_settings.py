@@ -35,3 +35,9 @@ def test_a_bad_setting_names_the_variable():
     result = manage("check", SECRET_KEY="x" * 60, INGEST_MAX_ROWS="lots")
     assert result.returncode != 0
     assert "INGEST_MAX_ROWS must be an integer, got 'lots'" in result.stderr
+
+
+def test_a_retired_setting_is_refused_with_its_replacement():
+    result = manage("check", SECRET_KEY="x" * 60, RAW_HOT_HOURS="2")
+    assert result.returncode != 0
+    assert "RAW_HOT_HOURS is no longer read: set RAW_HOT_MINUTES" in result.stderr
