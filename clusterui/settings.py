@@ -158,6 +158,9 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Celery (read by clusterui/celery.py with namespace="CELERY") --------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+# Redis with a guard against list items that are not messages (clusterui/broker.py).
+CELERY_BROKER_TRANSPORT = ("clusterui.broker:Transport"
+                           if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss") else None)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"

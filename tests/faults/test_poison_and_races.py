@@ -56,6 +56,28 @@ def test_undecodable_and_absurd_messages_do_not_poison_the_queue(worker, broker)
     assert entry["reason"] == "TypeError: ingest() got an unexpected keyword argument 'unexpected'"
 
 
+def test_list_items_that_are_not_messages_are_set_aside_and_the_worker_goes_on(worker, broker):
+    """Items pushed onto the queue list by something other than a producer: kombu cannot
+    decode them, and Celery alone would stop the worker (clusterui/broker.py)."""
+    broker.lpush("ingest", b"not json at all")
+    broker.lpush("ingest", b"[1, 2]")
+    broker.lpush("ingest", json.dumps({"body": "e30=", "properties": {}}).encode())
+    app.send_task("clusterui.ingest", args=[node_batch(samples=2)], queue="ingest")
+
+    wait_for(lambda: IngestBatch.objects.exists(), timeout=60, what="the good batch behind them")
+    wait_for(lambda: broker.llen("ingest") == 0 and broker.hlen("unacked") == 0, timeout=60,
+             what="every item to be consumed")
+    assert gpu_rows() == (16, 16)
+    assert worker.proc.poll() is None  # still alive
+    kept = {e["reason"]: e["args"] for e in deadletter.entries()}
+    assert kept == {
+        "not a message: not JSON (Expecting value)": ["not json at all"],
+        "not a message: a JSON list, not an object": ["[1, 2]"],
+        "not a message: no properties with a delivery tag":
+            [json.dumps({"body": "e30=", "properties": {}})],
+    }
+
+
 def test_two_workers_racing_on_the_same_batches_store_each_once(make_worker, broker):
     # Both kinds of consumer share the queue: two bulk consumer processes and a Celery worker.
     make_worker(concurrency=2, kind="bulk")
