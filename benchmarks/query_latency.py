@@ -546,6 +546,14 @@ def gpu_samples(gpu_id: int, allocations, t0: float, now: float, rng):
     return (ts * 1000).round().astype(np.int64), job, values, nulls
 
 
+def gpu_copy_kinds() -> dict[str, str]:
+    """Each GPU metric's binary COPY kind (``pgcopy.TYPES``), from its SQL type."""
+    from clusterui.telemetry.metrics import GPU_METRICS
+
+    kind = {"real": "float4", "integer": "int4", "bigint": "int8", "double precision": "float8"}
+    return {m.name: kind[m.sql_type] for m in GPU_METRICS}
+
+
 def _pack_group(group: list[int], starts: dict[int, float], now: float, hot_from_ms: int, rng
                 ) -> tuple[int, int]:
     """Samples for these nodes' GPUs from each node's start (``starts``) to ``now``: packed
@@ -568,8 +576,7 @@ def _pack_group(group: list[int], starts: dict[int, float], now: float, hot_from
         by_gpu.setdefault(gpu_id, []).append((job_id, lowest, float(first), float(last)))
     # Each hour is written for all these GPUs at once: a job's rollup for an hour is made
     # from all its GPUs' minutes (every job here runs within these nodes).
-    kinds = {m: ("int8" if m == "throttle_reasons" else "int4" if m == "mem_used_mib"
-                 else "float8" if m == "energy_j" else "float4") for m in GPU_METRIC_NAMES}
+    kinds = gpu_copy_kinds()
     hours: dict[int, list] = {}
     samples = chunks = 0
     with transaction.atomic(), connection.cursor() as wrapper:
@@ -878,8 +885,7 @@ def unpack_last_hour(gpu_ids: list[int], hour: dt.datetime) -> int:
     )
 
     blocks = packed.raw_samples(gpu_ids, hour, hour + dt.timedelta(hours=1))
-    kinds = {m: ("int8" if m == "throttle_reasons" else "int4" if m == "mem_used_mib"
-                 else "float8" if m == "energy_j" else "float4") for m in GPU_METRIC_NAMES}
+    kinds = gpu_copy_kinds()
     rows = 0
     with connection.cursor() as wrapper:
         cur = wrapper.cursor

@@ -69,12 +69,6 @@ class Batch:
     def rejected_total(self) -> int:
         return sum(self.rejected.values())
 
-    @property
-    def timestamps(self):
-        for rows in (self.gpu_rows, self.nic_rows, self.job_rows):
-            for row in rows:
-                yield row[0]
-
 
 # --- small checkers: each returns (value, None) or (None, reason) --------------------
 

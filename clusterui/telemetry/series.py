@@ -51,6 +51,10 @@ MAX_POINTS = 600
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 AGGREGATES = {"avg": "avg", "max": "max", "min": "min"}
 _ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+# A row's bucket on the axis, computed by the database (the same buckets as
+# date_bin(step, t, origin); the axis's first bucket is aligned on the origin), without
+# sending and parsing a timestamp per row. Parameters: the axis's first bucket, the step.
+_BUCKET = "floor(extract(epoch FROM {t} - %s) / %s)::int"
 
 
 class SeriesError(ValueError):
@@ -126,15 +130,12 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimu
         inner = ", ".join(f"{fn}({m}) AS {m}" for m in metrics)
         table = (f"(SELECT {key_col}, {sum_over}, min(ts) AS ts, {inner} FROM {table} "
                  f"WHERE {key_col} = ANY(%s) AND ts >= %s AND ts < %s "
-                 f"GROUP BY {key_col}, {sum_over}, floor(extract(epoch FROM ts - %s) / %s)) parts")
+                 f"GROUP BY {key_col}, {sum_over}, {_BUCKET.format(t='ts')}) parts")
         cols = ", ".join(f"sum({m})" for m in metrics)
     with connection.cursor() as cur:
-        # The bucket's position on the axis, computed by the database: the same buckets as
-        # date_bin(step, ts, origin) (``first`` is aligned on the origin), without sending
-        # and parsing a timestamp per row.
         cur.execute(
             f"""
-            SELECT {key_col}, floor(extract(epoch FROM ts - %s) / %s)::int AS i, {cols}
+            SELECT {key_col}, {_BUCKET.format(t="ts")} AS i, {cols}
             FROM {table}
             WHERE {key_col} = ANY(%s) AND ts >= %s AND ts < %s
             GROUP BY 1, 2 ORDER BY 1, 2
@@ -292,21 +293,28 @@ def _rollup_parts(metrics, agg) -> str:
     return ", ".join(parts)
 
 
+def _rollup_selects(key_col, keys, metrics, first, step, agg, parts, *, skip=""):
+    """One SELECT of partial aggregates per rollup part (``parts``: (table, lo, hi)) for a
+    UNION ALL, and their parameters; ``skip``, a condition on the rollup row ``r`` that
+    leaves it out."""
+    selects, params = [], []
+    for table, lo, hi in parts:
+        selects.append(f"""
+            SELECT {key_col}, {_BUCKET.format(t="bucket")}, {_rollup_parts(metrics, agg)}
+            FROM {table} r
+            WHERE {key_col} = ANY(%s) AND bucket >= %s AND bucket < %s{skip}
+            GROUP BY 1, 2""")
+        params += [first, step, keys, lo, hi]
+    return selects, params
+
+
 def _rollup_and_hot(keys, metrics, first, cut, step, agg, parts):
     """Partial aggregates for [first, cut) from the rollups (``parts``: (table, lo, hi)) and
     the hot table (one statement, so a compaction committing meanwhile cannot move a sample
     between them)."""
-    bucket = "floor(extract(epoch FROM {t} - %s) / %s)::int"
-    selects, params = [], []
-    for table, lo, hi in parts:
-        selects.append(f"""
-            SELECT gpu_id, {bucket.format(t="bucket")}, {_rollup_parts(metrics, agg)}
-            FROM {table}
-            WHERE gpu_id = ANY(%s) AND bucket >= %s AND bucket < %s
-            GROUP BY 1, 2""")
-        params += [first, step, keys, lo, hi]
+    selects, params = _rollup_selects("gpu_id", keys, metrics, first, step, agg, parts)
     selects.append(f"""
-            SELECT gpu_id, {bucket.format(t="ts")}, {_hot_parts(metrics, agg)}
+            SELECT gpu_id, {_BUCKET.format(t="ts")}, {_hot_parts(metrics, agg)}
             FROM {GPU_SAMPLE_TABLE}
             WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s
             GROUP BY 1, 2""")
@@ -328,7 +336,7 @@ def _packed_and_hot(acc: _Partials, keys, metrics, first, lo, hi, step, agg) -> 
             FROM {GPU_CHUNK_TABLE}
             WHERE gpu_id = ANY(%s) AND start > %s AND start < %s
             UNION ALL
-            SELECT gpu_id, floor(extract(epoch FROM ts - %s) / %s)::int, NULL::bytea,
+            SELECT gpu_id, {_BUCKET.format(t="ts")}, NULL::bytea,
                    {_hot_parts(metrics, agg)}
             FROM {GPU_SAMPLE_TABLE}
             WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s
@@ -362,21 +370,13 @@ def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
         return out
     acc = _Partials(keys, metrics, len(axis), agg)
     parts, cut = _tier_parts(NIC_ROLLUP_TABLES, first, end, step)
-    bucket = "floor(extract(epoch FROM {t} - %s) / %s)::int"
-    selects, params = [], []
-    for table, lo, hi in parts:
-        selects.append(f"""
-            SELECT nic_id, {bucket.format(t="bucket")}, {_rollup_parts(metrics, agg)}
-            FROM {table} r
-            WHERE nic_id = ANY(%s) AND bucket >= %s AND bucket < %s
+    selects, params = _rollup_selects("nic_id", keys, metrics, first, step, agg, parts, skip=f"""
               AND NOT EXISTS (SELECT 1 FROM {NIC_ROLLUP_DUE_TABLE} d
                               WHERE d.nic_id = r.nic_id AND d.hour <= r.bucket
-                                AND d.hour > r.bucket - interval '1 hour')
-            GROUP BY 1, 2""")
-        params += [first, step, keys, lo, hi]
+                                AND d.hour > r.bucket - interval '1 hour')""")
     if cut > first:
         selects.append(f"""
-            SELECT s.nic_id, {bucket.format(t="s.ts")}, {_hot_parts(metrics, agg)}
+            SELECT s.nic_id, {_BUCKET.format(t="s.ts")}, {_hot_parts(metrics, agg)}
             FROM {NIC_ROLLUP_DUE_TABLE} d
             JOIN {NIC_SAMPLE_TABLE} s ON s.nic_id = d.nic_id AND s.ts >= d.hour
                  AND s.ts < d.hour + interval '1 hour'
@@ -386,7 +386,7 @@ def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
         params += [first, step, keys, first - dt.timedelta(hours=1), cut, first, cut]
     if cut < end:
         selects.append(f"""
-            SELECT nic_id, {bucket.format(t="ts")}, {_hot_parts(metrics, agg)}
+            SELECT nic_id, {_BUCKET.format(t="ts")}, {_hot_parts(metrics, agg)}
             FROM {NIC_SAMPLE_TABLE}
             WHERE nic_id = ANY(%s) AND ts >= %s AND ts < %s
             GROUP BY 1, 2""")

@@ -62,6 +62,9 @@ def test_list_items_that_are_not_messages_are_set_aside_and_the_worker_goes_on(w
     broker.lpush("ingest", b"not json at all")
     broker.lpush("ingest", b"[1, 2]")
     broker.lpush("ingest", json.dumps({"body": "e30=", "properties": {}}).encode())
+    bad_body = json.dumps({"body": "e30", "properties": {  # base64 without its padding
+        "delivery_tag": "x", "delivery_info": {}, "body_encoding": "base64"}})
+    broker.lpush("ingest", bad_body.encode())
     app.send_task("clusterui.ingest", args=[node_batch(samples=2)], queue="ingest")
 
     wait_for(lambda: IngestBatch.objects.exists(), timeout=60, what="the good batch behind them")
@@ -75,6 +78,7 @@ def test_list_items_that_are_not_messages_are_set_aside_and_the_worker_goes_on(w
         "not a message: a JSON list, not an object": ["[1, 2]"],
         "not a message: no properties with a delivery tag":
             [json.dumps({"body": "e30=", "properties": {}})],
+        "not a message: its body is not base64 (Incorrect padding)": [bad_body],
     }
 
 
