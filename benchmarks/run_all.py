@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """``make bench``: every ``benchmarks/*.py`` in turn, then the detectors' scenario report.
 
-Each benchmark prints its own figures (and uses its own scratch database where it needs one).
+Each benchmark prints its own figures (and uses its own scratch database where it needs one;
+``ingest_health`` keeps its 10-million-row ingest log, ``<database>_ingest_health``, and
+reuses it for a few hours).
 The scenario report (``manage.py scenario_report``) runs against a scratch database too,
 created, migrated and dropped here, so a demo's database is never touched. The exit status
 is 1 when any of them failed.

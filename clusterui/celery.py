@@ -10,6 +10,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterui.settings")
 app = Celery("clusterui")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Tasks that live outside a tasks.py module.
+app.autodiscover_tasks(["clusterui.ingest"], related_name="pruning")
 # Celery's Django fix-up closes the database connection around every task unless told to
 # reuse it: a new connection per batch cost three quarters of the ingest time. Reuse it
 # for this many tasks (Django's CONN_MAX_AGE and health checks still apply).
@@ -57,6 +59,9 @@ app.conf.beat_schedule = {
     "alert-silent-nodes": _entry("clusterui.ingest.alert_silent_nodes", "BEAT_SILENT_NODES_S",
                                  60),
     # Efficiency and findings for running jobs; jobs marked ended are finalized next pass.
+    # Ingest-log rows older than INGEST_LOG_RETENTION_DAYS, in bounded batches.
+    "prune-ingest-log": _entry("clusterui.ingest.prune_ingest_log", "BEAT_PRUNE_INGEST_LOG_S",
+                               600),
     "run-detectors": _entry("clusterui.findings.run_detectors", "BEAT_DETECTORS_S", 60),
     "send-alerts": _entry("clusterui.alerts.send_alerts", "BEAT_ALERTS_S", 60),
     # The digest goes out at the first check after ALERT_DIGEST_HOUR (local time), once a day.

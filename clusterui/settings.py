@@ -205,9 +205,16 @@ INGEST_MAX_RETRIES = env_int("INGEST_MAX_RETRIES", 30, minimum=0)
 # unacknowledged, so this must stay below the visibility timeout (checked below).
 INGEST_RETRY_BACKOFF_MAX = env_int("INGEST_RETRY_BACKOFF_MAX", 30, minimum=1)
 INGEST_MAX_ROWS = env_int("INGEST_MAX_ROWS", 200_000, minimum=1)
-# Samples further than this in the future are refused (clock skew); there is no lower bound
-# beyond 2000-01-01, so history can be back-filled and retention decides what stays.
+# Samples further than this in the future are refused (clock skew). Samples older than the
+# raw retention (RAW_RETENTION_DAYS) are refused, and so are samples further than
+# INGEST_MAX_SPAN_S behind their batch's newest sample (one batch reaches back at most this
+# far, so it creates at most a few day partitions; a spool replay is many batches).
 INGEST_MAX_FUTURE_S = env_float("INGEST_MAX_FUTURE_S", 300.0, minimum=0)
+INGEST_MAX_SPAN_S = env_int("INGEST_MAX_SPAN_S", 2 * 86400, minimum=60)
+# A queue item larger than this is set aside (dead-lettered) before it is parsed: parsing
+# costs about ten times the message's size in memory. The default holds INGEST_MAX_ROWS
+# rows of every GPU field with room to spare.
+INGEST_MAX_MESSAGE_BYTES = env_int("INGEST_MAX_MESSAGE_BYTES", 64 << 20, minimum=1 << 16)
 # The bulk ingest consumer (manage.py ingest_worker): the queue it reads, how many messages
 # one flush takes at most (by count, and by size in Redis: huge batches stay bounded in
 # memory), how many sample rows go in one transaction, and how long its liveness key lives
@@ -237,6 +244,19 @@ ROLLUP_1M_RETENTION_DAYS = env_int("ROLLUP_1M_RETENTION_DAYS", 60, minimum=1)
 # The 5-minute GPU rollups (a day's chart reads them) sit between the two.
 ROLLUP_5M_RETENTION_DAYS = env_int("ROLLUP_5M_RETENTION_DAYS", 180, minimum=1)
 ROLLUP_1H_RETENTION_DAYS = env_int("ROLLUP_1H_RETENTION_DAYS", 400, minimum=1)
+
+# --- Ingest log bookkeeping and the health page (clusterui/ingest/pruning.py, health.py) --
+# Ingest-log rows (one per batch stored, one per batch refused) are deleted after this many
+# days by the beat task prune-ingest-log, in transactions of INGEST_LOG_PRUNE_ROWS rows
+# (at 100,000 GPUs and a 10 s flush the log grows by about 30 GB a day otherwise).
+INGEST_LOG_RETENTION_DAYS = env_int("INGEST_LOG_RETENTION_DAYS", 7, minimum=1)
+INGEST_LOG_PRUNE_ROWS = env_int("INGEST_LOG_PRUNE_ROWS", 10_000, minimum=100)
+# The health page reads only this recent window of the log (gaps, refusals, drops, clocks).
+INGEST_HEALTH_WINDOW_S = env_int("INGEST_HEALTH_WINDOW_S", 86_400, minimum=300,
+                                 maximum=7 * 86_400)
+# A node whose latest batch says it was sent this much later than it arrived has a clock
+# ahead: the health page lists it (with the time refusals that usually come with it).
+INGEST_CLOCK_TOLERANCE_S = env_float("INGEST_CLOCK_TOLERANCE_S", 60.0, minimum=1)
 
 # --- Detectors (clusterui/findings; defaults and reasoning in docs/detectors.md) ------
 # A job is judged over the last DETECTOR_WINDOW_S of its data, never inside its first
@@ -345,11 +365,32 @@ ALERT_LOG_RETENTION_DAYS = env_int("ALERT_LOG_RETENTION_DAYS", 180, minimum=1)
 # The demo's SMTP sink writes a Maildir here; set, it enables the /demo/mail/ pages.
 DEMO_MAILBOX_DIR = env_str("DEMO_MAILBOX_DIR", "")
 
+# --- Issue 14: crash-proof ingest and quiet admins -------------------------------------
+# A message that was in flight in this many bulk consumers that died (SIGKILL, OOM, a crash)
+# is dead-lettered with the reason "took down a consumer N times" instead of being retried.
+INGEST_MAX_DELIVERIES = env_int("INGEST_MAX_DELIVERIES", 3, minimum=1)
+# Django's error emails to ADMINS (a 500's traceback), off by default: errors go to the log.
+# On, each distinct error (logger, place, exception type) mails at most once per
+# ERROR_EMAIL_INTERVAL_S seconds (counted in the cache), without a settings dump; /healthz
+# 503s never mail (a monitor polls it: an outage would mail on every probe).
+ERROR_EMAILS = env_bool("ERROR_EMAILS", False)
+ERROR_EMAIL_INTERVAL_S = env_int("ERROR_EMAIL_INTERVAL_S", 600, minimum=1)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"not_healthz": {"()": "clusterui.errormail.NotHealthz"}},
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "mail_admins": {"level": "ERROR", "class": "clusterui.errormail.RateLimitedAdminEmail",
+                        "filters": ["not_healthz"], "formatter": "plain"},
+    },
     "root": {"handlers": ["stderr"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Replaces Django's default "django" logger (console + mail_admins on every error):
+        # errors propagate to the root's stderr; mail only when ERROR_EMAILS is on.
+        "django": {"handlers": ["mail_admins"] if ERROR_EMAILS else [], "level": "INFO"},
+    },
 }

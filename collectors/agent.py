@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid as uuidlib
 
@@ -18,6 +19,14 @@ SCHEMA = 1
 GPU_FIELDS = ["ts", "gpu", "job", *METRICS]
 NIC_FIELDS = ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"]
 JOB_FIELDS = ["ts", "job", "cpu_cores_used", "host_mem_used_bytes"]
+
+
+def finite(value):
+    """A reading as sent: NaN or infinity (a driver's or a counter's glitch) is no
+    measurement, so it goes as null (the server would refuse the row)."""
+    if type(value) is float and not math.isfinite(value):
+        return None
+    return value
 
 
 class Agent:
@@ -67,14 +76,14 @@ class Agent:
             if job is not None:
                 self._window_jobs.setdefault(job.key, (job, set()))[1].add(reading.uuid)
             row = [ts, job.ref.id if job is not None else None]
-            row.extend(reading.values.get(name) for name in METRICS)
+            row.extend(finite(reading.values.get(name)) for name in METRICS)
             self._gpu_rows.append((reading.uuid, row))
         for job in ended:
             self._window_jobs.setdefault(job.key, (job, set()))
         for job_id, cores, mem in self.jobs.usage(ts):
-            self._job_rows.append([ts, job_id, cores, mem])
+            self._job_rows.append([ts, job_id, finite(cores), finite(mem)])
         for nic, rx, tx in self.nics.sample(ts):
-            self._nic_rows.append((nic.name, [ts, rx, tx]))
+            self._nic_rows.append((nic.name, [ts, finite(rx), finite(tx)]))
         for nic in self.nics.inventory:
             self._nic_info[nic.name] = nic.as_dict()
         self._drain_events()

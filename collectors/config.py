@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from collectors import signing
+
 ENV_PREFIX = "CLUSTERUI_"
 NVML_MODES = ("auto", "nvml", "sim", "none")
 
@@ -37,7 +39,9 @@ class Config:
     cgroup_root: str = "/sys/fs/cgroup"
     job_map_dir: str = "/run/clusterui-jobs"
     sim_seed: int = 1
-    # The cluster's ingest key: batches are signed with it (HMAC-SHA256) when set.
+    # The node's ingest key, as ``manage.py ingest_key derive CLUSTER NODE`` prints it
+    # (``cuin1.…``: signs this node's batches only), or, while the server still allows it,
+    # the cluster secret itself. Batches are signed with it (HMAC-SHA256) when set.
     ingest_key_id: str = ""
     ingest_key: str = ""
     ingest_key_file: str = ""
@@ -83,6 +87,10 @@ class Config:
                                   f"{exc.strerror}") from exc
         if not secret:
             raise ConfigError("ingest_key: empty; set ingest_key or ingest_key_file")
+        if signing.is_node_key(secret) and not signing.well_formed_node_key(secret):
+            raise ConfigError(f"ingest_key: not a whole node key ({signing.NODE_KEY_PREFIX} "
+                              "and 43 base64url characters); copy it again from "
+                              "manage.py ingest_key derive")
         return self.ingest_key_id, secret
 
 

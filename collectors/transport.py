@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 
 from collectors import signing
 
@@ -24,11 +25,14 @@ class CelerySender:
     """Publishes ``clusterui.ingest(batch)``; raises fast (no retry loop) when it cannot."""
 
     def __init__(self, broker_url: str, queue: str = "ingest",
-                 signing_key: tuple[str, str] | None = None) -> None:
+                 signing_key: tuple[str, str] | Callable[[dict], dict] | None = None
+                 ) -> None:
         from celery import Celery  # imported here: --once --stdout never needs it
 
         self.queue = queue
-        # (key id, secret): every batch is signed just before it is published, after
+        # (key id, secret), the secret a node key or a cluster secret (``signing.sign``
+        # picks the scheme), or a function that signs an envelope (the simulator's
+        # ``signing.node_signer``): every batch is signed just before it is published, after
         # anything else (the spool's drop count) has been added to it.
         self.signing_key = signing_key
         self.broker_url = broker_url
@@ -56,7 +60,9 @@ class CelerySender:
         # environment override the configured broker_url.
         if self._connection is None:
             self._connection = self.app.connection_for_write(self.broker_url)
-        if self.signing_key:
+        if callable(self.signing_key):
+            self.signing_key(batch)
+        elif self.signing_key:
             signing.sign(batch, *self.signing_key)
         try:
             self.app.send_task(

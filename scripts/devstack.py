@@ -30,6 +30,14 @@ PRIVATE_REDIS_PORT = 56379
 PRIVATE_ONLY = os.environ.get("DEVSTACK_PRIVATE") == "1"
 
 children: list[subprocess.Popen] = []
+# Children that exited, waiting for their restart: (due, name, cmd, env, failures).
+restarts: list[tuple[float, str, list[str], dict, int]] = []
+stopping = False
+# A child that dies is restarted after 2 s, then 4, 8 ... at most this many seconds while it
+# keeps dying soon after its start; one that ran for STABLE_S starts the series again.
+RESTART_BACKOFF_S = 2.0
+RESTART_BACKOFF_MAX_S = 60.0
+STABLE_S = 60.0
 # Private services this run started, stopped again when it ends: (description, command).
 started_services: list[tuple[str, list[str]]] = []
 
@@ -171,18 +179,44 @@ def manage(env: dict, *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
-def spawn(name: str, cmd: list[str], env: dict) -> subprocess.Popen:
+def spawn(name: str, cmd: list[str], env: dict, failures: int = 0) -> subprocess.Popen:
     logs = VAR / "log"
     logs.mkdir(parents=True, exist_ok=True)
     log = open(logs / f"{name}.log", "a")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
-    proc.name = name
+    log.close()  # the child holds its own copy
+    proc.name, proc.cmd, proc.env = name, cmd, env
+    proc.started, proc.failures = time.monotonic(), failures
     children.append(proc)
     return proc
 
 
+def supervise_once() -> None:
+    """Restart children that exited, with capped exponential backoff, saying so; one
+    child's death never stops the others (Ctrl-C does, through stop_children)."""
+    now = time.monotonic()
+    for proc in list(children):
+        if stopping or proc.poll() is None:
+            continue
+        children.remove(proc)
+        failures = 1 if now - proc.started >= STABLE_S else proc.failures + 1
+        delay = min(RESTART_BACKOFF_S * 2 ** (failures - 1), RESTART_BACKOFF_MAX_S)
+        say(f"{proc.name} exited with code {proc.returncode}; restarting in {delay:.0f} s "
+            f"(see var/log/{proc.name}.log)")
+        restarts.append((now + delay, proc.name, proc.cmd, proc.env, failures))
+    for entry in list(restarts):
+        due, name, cmd, env, failures = entry
+        if not stopping and now >= due:
+            restarts.remove(entry)
+            spawn(name, cmd, env, failures)
+            say(f"{name} restarted")
+
+
 def stop_children(*_):
+    global stopping
+    stopping = True
+    restarts.clear()
     for proc in children:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -233,7 +267,9 @@ def demo(args) -> None:
     manage(env, "migrate", "--no-input", "-v", "0")
     manage(env, "collectstatic", "--no-input", "-v", "0")
     manage(env, "demo_users")
-    # The simulated collectors sign their batches with the demo cluster's ingest key.
+    # The demo cluster's ingest key: the simulator holds its secret (as configuration
+    # management would) and signs each simulated node's batches with that node's own
+    # derived key; the key accepts node signatures only.
     key_file = VAR / "demo_ingest_key"
     if not key_file.exists():
         key_file.write_text(secrets.token_urlsafe(32))
@@ -270,14 +306,9 @@ def demo(args) -> None:
         f"{args.smtp_port}; nothing leaves this machine)")
     say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")
     try:
-        while children:
-            for proc in list(children):
-                if proc.poll() is not None:
-                    say(f"{proc.name} exited with {proc.returncode}; "
-                        f"see var/log/{proc.name}.log")
-                    stop_children()
-                    sys.exit(1)
-            time.sleep(1)
+        while not stopping:
+            supervise_once()
+            time.sleep(0.5)
     finally:
         stop_children()
         stop_services()

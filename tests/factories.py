@@ -62,3 +62,9 @@ def node_batch(node: str = "gpu-t001", *, seq: int = 1, boot_id: str = "boot-1",
                         [[start + k * interval, job, 12.0, 10**11] for k in range(samples)]},
         "events": [],
     }
+
+
+def recent_start(hours_ago: int = 3) -> float:
+    """A start time on an hour boundary ``hours_ago`` hours before now: inside the raw
+    retention that ingest enforces, for tests whose samples go through the real path."""
+    return float(int(time.time()) // 3600 * 3600 - hours_ago * 3600)

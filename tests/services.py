@@ -233,3 +233,13 @@ class PrivatePostgres:
                "DATABASE_URL": self.url}
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env,
                        check=True)
+
+
+def publish(*envelopes) -> None:
+    """Send batches as a collector does: ``clusterui.ingest`` Celery tasks on the queue."""
+    from clusterui.celery import app
+
+    with app.producer_or_acquire() as producer:
+        for envelope in envelopes:
+            app.send_task("clusterui.ingest", args=[envelope], queue="ingest",
+                          producer=producer)

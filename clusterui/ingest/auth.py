@@ -1,11 +1,15 @@
 """Which batches are authentic: the cluster's active ingest keys, and the signature check.
 
-A cluster with an active key accepts only batches signed with one of its active keys. A
-cluster with none accepts unsigned batches only while ``INGEST_REQUIRE_SIGNATURE`` is off
-(the default in development, off in the demo's trusted loopback setup only if chosen).
+A cluster with an active key accepts only batches signed with one of its active keys: with
+the key derived for the batch's own node (``hmac-sha256-node``, so a node writes only as
+itself), or with the cluster secret itself (``hmac-sha256``) while that key still allows
+cluster-wide signatures (``IngestKey.allow_cluster_signatures``: keys from before node keys
+do, new keys do not unless created so). A cluster with none accepts unsigned batches only
+while ``INGEST_REQUIRE_SIGNATURE`` is off (the default in development).
 """
 
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -13,19 +17,28 @@ from clusterui.ingest.models import IngestKey
 from collectors import signing
 
 _CACHE_TTL_S = 30.0
-_cache: dict[str, tuple[float, dict[str, str]]] = {}
 
 
-def active_keys(cluster: str) -> dict[str, str]:
-    """{key id: secret} of the cluster's active keys, cached briefly per process."""
+@dataclass(frozen=True)
+class ClusterKeys:
+    secrets: dict[str, str]  # key id -> cluster secret
+    cluster_wide: frozenset[str]  # key ids that still accept cluster-wide signatures
+
+
+_cache: dict[str, tuple[float, ClusterKeys]] = {}
+
+
+def cluster_keys(cluster: str) -> ClusterKeys:
+    """The cluster's active keys, cached briefly per process (a revocation or a change of
+    ``allow_cluster_signatures`` applies within ``_CACHE_TTL_S`` on every worker)."""
     now = time.monotonic()
     hit = _cache.get(cluster)
     if hit and now - hit[0] < _CACHE_TTL_S:
         return hit[1]
-    keys = dict(
-        IngestKey.objects.filter(cluster=cluster, revoked_at__isnull=True)
-        .values_list("key_id", "secret")
-    )
+    rows = list(IngestKey.objects.filter(cluster=cluster, revoked_at__isnull=True)
+                .values_list("key_id", "secret", "allow_cluster_signatures"))
+    keys = ClusterKeys(secrets={k: s for k, s, _a in rows},
+                       cluster_wide=frozenset(k for k, _s, allowed in rows if allowed))
     _cache[cluster] = (now, keys)
     return keys
 
@@ -37,9 +50,9 @@ def forget_keys() -> None:
 def check_signature(envelope: dict) -> str | None:
     """None when the batch may be stored; otherwise why it is refused."""
     cluster = envelope.get("cluster")
-    keys = active_keys(cluster) if isinstance(cluster, str) else {}
-    if keys:
-        return signing.verify(envelope, keys)
+    keys = cluster_keys(cluster) if isinstance(cluster, str) else None
+    if keys and keys.secrets:
+        return signing.verify(envelope, keys.secrets, keys.cluster_wide)
     if settings.INGEST_REQUIRE_SIGNATURE:
         return (f"signature: cluster {str(cluster)[:64]!r} has no active ingest key and "
                 "unsigned batches are refused (manage.py ingest_key create CLUSTER)")

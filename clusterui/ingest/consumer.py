@@ -8,10 +8,15 @@ them all in one transaction (``writer.store_batches``) and only then acknowledge
 
 No loss: the messages stay in Redis (in this consumer's in-flight list) until the commit.
 PostgreSQL away: the same messages are retried with capped backoff until it returns.
-This process killed: another consumer's sweep requeues its in-flight messages, and the
-batch keys make the redelivery store nothing twice. A bad batch: refused with its reason
-(validation), or, if the database refuses it, the flush is retried one batch at a time and
-only that batch is dead-lettered; the good batches around it land.
+This process killed: a sweep (another consumer's, or this host's next one, at start and
+every ``sweep_every_s``) requeues its in-flight messages once its liveness key has expired,
+and the batch keys make the redelivery store nothing twice. Those messages come back as
+*suspects* (``queue.py``): taken one at a time, each with a count of the consumers that died
+holding it; one that took down ``INGEST_MAX_DELIVERIES`` consumers is dead-lettered.
+A bad batch: refused with its reason (validation); if anything else fails while validating
+or storing it (the database refuses it, or any exception at all), the flush is retried one
+batch at a time and only the failing one is dead-lettered with the exception's type and
+message; the good batches around it land. No message ends this loop.
 """
 
 import gc
@@ -24,7 +29,7 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
-from clusterui.ingest import deadletter, messages
+from clusterui.ingest import deadletter, inventory_cache, messages
 from clusterui.ingest.auth import check_signature
 from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.tasks import INGEST_TASK, record_rejection
@@ -61,20 +66,22 @@ class Consumer:
     max_rows: int = 50_000
     backoff_max_s: float = 60.0
     sweep_every_s: float = 10.0
+    max_deliveries: int = 3
     stopping: bool = False
     totals: FlushResult = field(default_factory=FlushResult)
     _last_sweep: float = 0.0
     _last_beat: float = 0.0
 
     @classmethod
-    def from_settings(cls, client=None) -> "Consumer":
+    def from_settings(cls, client=None, consumer_id: str | None = None) -> "Consumer":
         client = client or deadletter.client(timeout=10)
         queue = ReliableQueue(client, settings.INGEST_QUEUE, ttl_s=settings.INGEST_CONSUMER_TTL_S,
-                              max_bytes=settings.INGEST_BULK_MAX_BYTES)
+                              max_bytes=settings.INGEST_BULK_MAX_BYTES, consumer_id=consumer_id)
         return cls(queue=queue, max_messages=settings.INGEST_BULK_MAX_MESSAGES,
                    max_rows=settings.INGEST_BULK_MAX_ROWS,
                    backoff_max_s=settings.INGEST_RETRY_BACKOFF_MAX,
-                   sweep_every_s=max(1.0, min(10.0, settings.INGEST_CONSUMER_TTL_S / 2)))
+                   sweep_every_s=max(1.0, min(10.0, settings.INGEST_CONSUMER_TTL_S / 2)),
+                   max_deliveries=settings.INGEST_MAX_DELIVERIES)
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -86,14 +93,44 @@ class Consumer:
             signal.signal(sig, self._stop)
         log.info("bulk ingest consumer %s on queue %r (up to %d messages per flush)",
                  self.queue.id, self.queue.queue, self.max_messages)
+        delay = 0.5
         while not self.stopping and not (until and until()):
-            self._redis(self._housekeeping)
-            items = self._redis(lambda: self.queue.take(self.max_messages, block_s=1.0))
-            if items:
-                self.flush(items)
-                self._redis(self.queue.ack)
+            try:
+                self._redis(self._housekeeping)
+                self.step()
+                delay = 0.5
+            except Exception:  # noqa: BLE001 - a bug must not stop ingestion: log, go on
+                # flush() isolates and dead-letters failing messages itself; this is only
+                # for what is left (a Redis reply we did not expect, a bug in this loop).
+                log.exception("unexpected error in the consumer loop; going on in %.1f s",
+                              delay)
+                time.sleep(delay)
+                delay = min(delay * 2, self.backoff_max_s)
         self._redis(self.queue.release)
         return self.totals
+
+    def step(self, block_s: float = 1.0) -> bool:
+        """Take and flush once: a suspect alone if there is one, else a bulk take (waiting
+        up to ``block_s`` for the first message). False when there was nothing to take."""
+        suspect = self._redis(self.queue.take_suspect)
+        if suspect:
+            raw, deaths = suspect
+            if deaths >= self.max_deliveries:
+                result = FlushResult(messages=1)
+                self._dead_letter(self._args_of(raw), f"took down a consumer {deaths} times",
+                                  result)
+                self._count(result)
+            else:
+                log.warning("retrying alone a message that was in flight in %d dead "
+                            "consumer(s)", deaths)
+                self.flush_isolated([raw])
+            self._redis(self.queue.ack)
+            return True
+        items = self._redis(lambda: self.queue.take(self.max_messages, block_s=block_s))
+        if items:
+            self.flush_isolated(items)
+            self._redis(self.queue.ack)
+        return bool(items)
 
     def _stop(self, *_):
         self.stopping = True
@@ -128,6 +165,25 @@ class Consumer:
 
     # --- one flush -----------------------------------------------------------------------
 
+    def flush_isolated(self, raws: list[bytes]) -> FlushResult | None:
+        """``flush``, and should it raise all the same (it isolates failures itself: this
+        is the last line), flush the messages one by one and dead-letter any that still
+        raises, so that whatever happens the messages in hand can be acknowledged."""
+        try:
+            return self.flush(raws)
+        except Exception as exc:  # noqa: BLE001
+            if len(raws) == 1:
+                log.exception("a message could not be flushed; dead-lettering it")
+                result = FlushResult(messages=1)
+                self._dead_letter(self._args_of(raws[0]), self._reason(exc), result)
+                self._count(result)
+                return result
+            log.exception("a flush of %d messages failed; flushing them one by one",
+                          len(raws))
+            for raw in raws:
+                self.flush_isolated([raw])
+            return None
+
     def flush(self, raws: list[bytes]) -> FlushResult:
         """Validate and store these messages; return what happened to them."""
         result = FlushResult(messages=len(raws))
@@ -138,7 +194,16 @@ class Consumer:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._store(self._validate(raws, result), result)
+            items: list[_Item] = []
+            for raw in raws:
+                # One message at a time, so that any exception (not only a refusal) sets
+                # aside that message alone.
+                try:
+                    items += self._validate([raw], result)
+                except Exception as exc:  # noqa: BLE001
+                    log.exception("validating a message failed unexpectedly")
+                    self._dead_letter(self._args_of(raw), self._reason(exc), result)
+            self._store(items, result)
         finally:
             if collecting:
                 gc.enable()
@@ -170,10 +235,10 @@ class Consumer:
             except messages.NotIngestMessage as exc:
                 self._dead_letter(messages.excerpt(raw, 1_000_000), str(exc), result)
                 continue
-            item = _Item(raw=raw, envelope=envelope)
             # The key lookup may need the database: it waits out an outage like a store.
-            refusal = (self._with_database(lambda e=envelope: check_signature(e))
-                       if isinstance(envelope, dict) else None)
+            envelope, refusal = messages.verified_envelope(
+                raw, envelope, lambda e: self._with_database(lambda: check_signature(e)))
+            item = _Item(raw=raw, envelope=envelope)
             if refusal is None:
                 try:
                     item.batch = validate_batch(envelope, max_rows=settings.INGEST_MAX_ROWS,
@@ -200,16 +265,35 @@ class Consumer:
         self._redis(lambda: deadletter.push(INGEST_TASK, [args], reason))
         result.dead_lettered += 1
 
+    @staticmethod
+    def _reason(exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {exc}"
+
+    @staticmethod
+    def _args_of(raw: bytes):
+        """What a dead letter keeps of a queue item: its envelope (to be re-queued later),
+        or the item's text when it has none."""
+        try:
+            return messages.envelope_of(raw)
+        except Exception:  # noqa: BLE001
+            return messages.excerpt(raw, 1_000_000)
+
     def _store_group(self, group: list[_Item], result: FlushResult) -> None:
         try:
             outcomes = self._with_database(lambda: store_batches([i.batch for i in group]))
-        except DatabaseError as exc:
+        except Exception as exc:  # noqa: BLE001 - the database's refusal or any other failure
+            # The transaction was rolled back: inventory ids this process remembered from
+            # inside it may not exist. Forget them all (they are relearnt in one upsert).
+            inventory_cache.forget()
             if len(group) == 1:
-                self._dead_letter(group[0].envelope, f"{type(exc).__name__}: {exc}", result)
+                log.error("a batch could not be stored (%s)", self._reason(exc),
+                          exc_info=not isinstance(exc, DatabaseError))
+                self._dead_letter(group[0].envelope, self._reason(exc), result)
                 return
-            # Something in the group is refused by the database itself: find it.
+            # Something in the group fails (the database refuses it, or the writer raises):
+            # find it.
             log.warning("a flush of %d batches failed (%s); storing them one by one",
-                        len(group), exc)
+                        len(group), self._reason(exc))
             for item in group:
                 self._store_group([item], result)
             return

@@ -15,6 +15,8 @@ from django.conf import settings
 
 log = logging.getLogger(__name__)
 KEY = "clusterui:deadletter"
+RECENT_KEY = "clusterui:deadletter:recent"
+RECENT_MAX = 200
 
 
 def excerpt(envelope, limit: int = 2000) -> str:
@@ -40,14 +42,33 @@ def push(task_name: str, args, reason: str) -> None:
     }
     try:
         payload = json.dumps(entry)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         entry["args"] = excerpt(args, 1_000_000)
         payload = json.dumps(entry)
-    client().rpush(KEY, payload)
+    summary = json.dumps({"task": task_name, "failed_at": entry["failed_at"],
+                          "reason": entry["reason"][:500]})
+    with client().pipeline(transaction=True) as pipe:
+        pipe.rpush(KEY, payload)
+        # What the health page lists: the newest reasons, without reading the entries
+        # themselves (each may hold a megabyte of the message).
+        pipe.lpush(RECENT_KEY, summary)
+        pipe.ltrim(RECENT_KEY, 0, RECENT_MAX - 1)
+        pipe.execute()
 
 
 def entries(limit: int = 50) -> list[dict]:
     return [json.loads(raw) for raw in client().lrange(KEY, 0, limit - 1)]
+
+
+def recent(redis_client=None, limit: int = RECENT_MAX) -> list[dict]:
+    """The newest messages set aside: when, which task, why (newest first)."""
+    redis_client = redis_client or client()
+    out = []
+    for raw in redis_client.lrange(RECENT_KEY, 0, limit - 1):
+        entry = json.loads(raw)
+        entry["failed_at"] = dt.datetime.fromisoformat(entry["failed_at"])
+        out.append(entry)
+    return out
 
 
 class DeadLetterOnFailure(Task):

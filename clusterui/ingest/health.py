@@ -1,28 +1,47 @@
-"""What the ingest log says about the pipeline's health: gaps, refusals, drops."""
+"""What the ingest log says about the pipeline's health: gaps, refusals, drops, clocks.
+
+Every query reads a recent window of the log by ``received_at`` (its indexes), never the
+whole log: the log is pruned (``pruning.py``) and the page must stay fast at any size.
+"""
 
 import datetime as dt
+import re
 
 from django.conf import settings
 from django.db import connection
 
+# Per-node lists on the page show the worst this many nodes.
+LIST_LIMIT = 100
 
-def gaps_by_node() -> list[dict]:
-    """Batches that never arrived, per node: for each collector run (boot id) the sequence
-    numbers run 1, 2, 3, ...; the ones missing below the highest received are lost data."""
+
+def window_start(now: dt.datetime) -> dt.datetime:
+    """Where the page's window of the log begins (INGEST_HEALTH_WINDOW_S before now)."""
+    return now - dt.timedelta(seconds=settings.INGEST_HEALTH_WINDOW_S)
+
+
+def gaps_by_node(since: dt.datetime | None = None) -> list[dict]:
+    """Batches that never arrived, per node, for the collector runs (boot ids) that sent
+    anything since ``since``: each run numbers its batches 1, 2, 3, ...; the numbers
+    missing between the lowest and the highest received are lost data
+    (``last_seq - first_seq + 1 - batches``, kept per run by the writer in ``IngestRun``:
+    no scan of the log, and pruning old log rows never makes a gap). A late batch that
+    arrives fills its own gap."""
+    if since is None:
+        from django.utils import timezone
+
+        since = window_start(timezone.now())
     with connection.cursor() as cur:
         cur.execute(
             """
-            SELECT c.name, n.name, SUM(b.missing)::bigint
-            FROM (
-                SELECT node_id, MAX(seq) - COUNT(DISTINCT seq) AS missing
-                FROM ingest_ingestbatch WHERE seq >= 1
-                GROUP BY node_id, boot_id
-            ) b
-            JOIN inventory_node n ON n.id = b.node_id
+            SELECT c.name, n.name, SUM(r.last_seq - r.first_seq + 1 - r.batches)::bigint
+            FROM ingest_ingestrun r
+            JOIN inventory_node n ON n.id = r.node_id
             JOIN inventory_cluster c ON c.id = n.cluster_id
-            GROUP BY c.name, n.name HAVING SUM(b.missing) > 0
-            ORDER BY SUM(b.missing) DESC, n.name
-            """
+            WHERE r.last_received >= %s AND r.last_seq - r.first_seq + 1 - r.batches > 0
+            GROUP BY c.name, n.name
+            ORDER BY 3 DESC, n.name LIMIT %s
+            """,
+            [since, LIST_LIMIT],
         )
         return [{"cluster": c, "node": n, "missing": m} for c, n, m in cur.fetchall()]
 
@@ -65,7 +84,7 @@ def rejected_by_reason(since: dt.datetime) -> list[dict]:
             UNION ALL
             SELECT reason, count(*), 'batch' FROM ingest_rejectedbatch
             WHERE received_at >= %(since)s GROUP BY reason
-            ORDER BY 2 DESC LIMIT 50
+            ORDER BY 2 DESC LIMIT 500
             """,
             {"since": since},
         )
@@ -80,9 +99,9 @@ def spool_drops(since: dt.datetime) -> list[dict]:
             SELECT n.name, sum(b.spool_dropped)::bigint FROM ingest_ingestbatch b
             JOIN inventory_node n ON n.id = b.node_id
             WHERE b.received_at >= %s AND b.spool_dropped > 0
-            GROUP BY n.name ORDER BY 2 DESC
+            GROUP BY n.name ORDER BY 2 DESC LIMIT %s
             """,
-            [since],
+            [since, LIST_LIMIT],
         )
         return [{"node": n, "dropped": d} for n, d in cur.fetchall()]
 
@@ -102,10 +121,11 @@ def queue_depth() -> dict:
         return {"queued": int(client.llen(settings.INGEST_QUEUE)),
                 "reserved": int(client.hlen("unacked")) + bulk.inflight(),
                 "consumers": bulk.consumers(),
-                "dead_letters": int(client.llen(deadletter.KEY)), "error": None}
+                "dead_letters": int(client.llen(deadletter.KEY)),
+                "recent_dead": deadletter.recent(client), "error": None}
     except redis.exceptions.RedisError as exc:
         return {"queued": None, "reserved": None, "consumers": None, "dead_letters": None,
-                "error": f"broker unreachable: {exc}"}
+                "recent_dead": [], "error": f"broker unreachable: {exc}"}
 
 
 def batches_by_key(since: dt.datetime) -> list[dict]:
@@ -114,12 +134,94 @@ def batches_by_key(since: dt.datetime) -> list[dict]:
     with connection.cursor() as cur:
         cur.execute(
             """
-            SELECT c.name, b.key_id, count(*), count(DISTINCT b.node_id), max(b.received_at)
-            FROM ingest_ingestbatch b JOIN inventory_node n ON n.id = b.node_id
+            SELECT c.name, b.key_id, sum(b.n)::bigint, count(*), max(b.last)
+            FROM (
+                -- Per node first (index-only, by received_at): the join sees one row per
+                -- node and key, not one per batch.
+                SELECT node_id, key_id, count(*) AS n, max(received_at) AS last
+                FROM ingest_ingestbatch WHERE received_at >= %s GROUP BY 1, 2
+            ) b JOIN inventory_node n ON n.id = b.node_id
             JOIN inventory_cluster c ON c.id = n.cluster_id
-            WHERE b.received_at >= %s GROUP BY 1, 2 ORDER BY 1, 2
+            GROUP BY 1, 2 ORDER BY 1, 2
             """,
             [since],
         )
         return [{"cluster": c, "key_id": k, "batches": b, "nodes": n, "last": last}
                 for c, k, b, n, last in cur.fetchall()]
+
+
+def duplicates_by_reason(since: dt.datetime) -> list[dict]:
+    """Samples not stored because they were stored already (a collector restarted with a
+    new boot id and resent its spool, ...), by section."""
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT r.key, sum(r.value::bigint)::bigint, count(DISTINCT b.node_id)
+            FROM ingest_ingestbatch b, jsonb_each_text(b.duplicate_reasons) r
+            WHERE b.received_at >= %s AND b.duplicates > 0
+            GROUP BY r.key ORDER BY 2 DESC
+            """,
+            [since],
+        )
+        return [{"reason": r, "count": n, "nodes": k} for r, n, k in cur.fetchall()]
+
+
+# Refusal reasons that mean the node's clock (or its data's times) is off: samples in the
+# future, older than retention, a batch spanning too long (validation and the writer).
+# Refusals that a wrong clock causes: samples in the future, older than retention or the
+# batch's span, and a sent_at the server cannot believe.
+TIME_REASONS = re.compile(r"future|older than|retention|span|behind the batch|"
+                          r"beyond the latest day|^sent_at:")
+
+
+def clock_off_nodes(now: dt.datetime, since: dt.datetime) -> list[dict]:
+    """Nodes whose clock looks wrong, with the evidence: their latest batch (of the last 10
+    minutes) was sent more than INGEST_CLOCK_TOLERANCE_S after it arrived, or batches in
+    the window had samples refused for their time."""
+    tolerance = settings.INGEST_CLOCK_TOLERANCE_S
+    nodes: dict[int, dict] = {}
+
+    def entry(node_id, cluster, name):
+        return nodes.setdefault(node_id, {
+            "cluster": cluster, "node": name, "ahead_s": None, "sent_at": None,
+            "received_at": None, "refused": 0, "reasons": []})
+
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT b.node_id, c.name, n.name, b.sent_at, b.received_at
+            FROM (
+                SELECT DISTINCT ON (node_id) node_id, sent_at, received_at
+                FROM ingest_ingestbatch WHERE received_at >= %s
+                ORDER BY node_id, received_at DESC
+            ) b
+            JOIN inventory_node n ON n.id = b.node_id
+            JOIN inventory_cluster c ON c.id = n.cluster_id
+            WHERE b.sent_at > b.received_at + make_interval(secs => %s)
+            """,
+            [max(since, now - dt.timedelta(minutes=10)), tolerance],
+        )
+        for node_id, cluster, name, sent, received in cur.fetchall():
+            e = entry(node_id, cluster, name)
+            e.update(ahead_s=(sent - received).total_seconds(), sent_at=sent,
+                     received_at=received)
+        cur.execute(
+            """
+            SELECT b.node_id, c.name, n.name, r.key, sum(r.value::bigint)::bigint,
+                   (array_agg(b.rejected_examples ->> r.key ORDER BY b.received_at DESC))[1],
+                   max(b.received_at)
+            FROM ingest_ingestbatch b, jsonb_each_text(b.rejected_reasons) r,
+                 inventory_node n, inventory_cluster c
+            WHERE b.received_at >= %s AND b.rejected > 0 AND r.key ~ %s
+              AND n.id = b.node_id AND c.id = n.cluster_id
+            GROUP BY 1, 2, 3, 4
+            """,
+            [since, TIME_REASONS.pattern],
+        )
+        for node_id, cluster, name, reason, count, example, last in cur.fetchall():
+            e = entry(node_id, cluster, name)
+            e["refused"] += count
+            e["reasons"].append({"reason": reason, "count": count, "example": example,
+                                 "last": last})
+    return sorted(nodes.values(), key=lambda e: (-(e["ahead_s"] or 0), -e["refused"],
+                                                 e["cluster"], e["node"]))

@@ -25,6 +25,13 @@ class IngestBatch(models.Model):
     # {"<reason>": "row 12: got 140.0"}: one example per reason, to act on.
     rejected_examples = models.JSONField(default=dict, blank=True)
     spool_dropped = models.IntegerField(default=0, help_text="Batches the collector's full spool dropped")
+    # Samples already stored (the same GPU and time under another boot id or seq: a resend,
+    # a spool replay) and therefore not stored again; not refusals. The sample counts
+    # above are what was stored. {"gpu_samples: duplicate of a stored sample (gpu, ts)": 8}
+    # (Database defaults too: the writer's INSERT names only the columns it sets.)
+    duplicates = models.IntegerField(default=0, db_default=0)
+    duplicate_reasons = models.JSONField(default=dict, blank=True,
+                                         db_default=models.Value({}, models.JSONField()))
     # The ingest key that signed the batch (empty when unsigned): shows key rotation progress.
     key_id = models.CharField(max_length=64, blank=True)
 
@@ -33,13 +40,51 @@ class IngestBatch(models.Model):
             # Idempotency: a redelivered batch conflicts here and is skipped whole.
             models.UniqueConstraint(fields=["node", "boot_id", "seq"], name="ingest_batch_key"),
         ]
+        # The log is pruned (INGEST_LOG_RETENTION_DAYS, ``pruning.py``) and every health
+        # page query reads a recent window of it by received_at, never the whole log.
         indexes = [
-            # The ingest health page: batches and rejections over the last minutes.
-            models.Index(fields=["received_at"], name="ingestbatch_received_idx"),
+            # Rates, signing keys and pruning: the window without visiting the table.
+            models.Index(fields=["received_at"], include=["node", "boot_id", "seq", "key_id"],
+                         name="ingestbatch_recv_cover_idx"),
+            # The few batches with refusals, spool drops, duplicates in the window.
+            models.Index(fields=["received_at"], condition=models.Q(rejected__gt=0),
+                         name="ingestbatch_rejected_idx"),
+            models.Index(fields=["received_at"], condition=models.Q(spool_dropped__gt=0),
+                         name="ingestbatch_spool_idx"),
+            models.Index(fields=["received_at"], condition=models.Q(duplicates__gt=0),
+                         name="ingestbatch_duplicates_idx"),
         ]
 
     def __str__(self):
         return f"{self.node_id}/{self.boot_id[:8]}#{self.seq}"
+
+
+class IngestRun(models.Model):
+    """One collector run (node, boot id) as the ingest log has seen it: the lowest and
+    highest sequence number received and how many distinct batches, kept by the writer in
+    each flush's transaction. The gaps (``last_seq - first_seq + 1 - batches``) come from
+    here, not from a scan of the log: the health page reads only the runs active in its
+    window, and pruning old log rows changes nothing here (no phantom gaps)."""
+
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+")
+    boot_id = models.CharField(max_length=64)
+    first_seq = models.BigIntegerField()
+    last_seq = models.BigIntegerField()
+    batches = models.BigIntegerField()
+    first_received = models.DateTimeField()
+    last_received = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["node", "boot_id"], name="ingestrun_node_boot_uniq"),
+        ]
+        indexes = [
+            # The health page's runs active in its window; pruning.
+            models.Index(fields=["last_received"], name="ingestrun_last_received_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.node_id}/{self.boot_id[:8]} #{self.first_seq}-{self.last_seq}"
 
 
 class RejectedBatch(models.Model):
@@ -65,7 +110,11 @@ class RejectedBatch(models.Model):
 class IngestKey(models.Model):
     """A cluster's key for signing batches (HMAC-SHA256). Several may be active at once, so
     a key is rotated by adding the new one, moving the collectors to it, then revoking the
-    old one (``manage.py ingest_key``)."""
+    old one (``manage.py ingest_key``).
+
+    Nodes sign with their own key, derived from this secret and their name
+    (``collectors.signing.derive_node_key``); the secret itself signing for any node of the
+    cluster ("cluster-wide") is accepted only while ``allow_cluster_signatures`` is set."""
 
     cluster = models.CharField(max_length=64, help_text="Cluster name, as collectors send it")
     key_id = models.CharField(max_length=64)
@@ -73,6 +122,12 @@ class IngestKey(models.Model):
     secret = models.CharField(max_length=128)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Keys from before node keys existed keep accepting cluster-wide signatures (migration
+    # 0004 sets it on them) until ``manage.py ingest_key cluster-signatures ... off``.
+    allow_cluster_signatures = models.BooleanField(
+        default=False,
+        help_text="Accept batches signed with the cluster secret itself (any node's name), "
+                  "not only with each node's derived key")
 
     class Meta:
         ordering = ["cluster", "created_at"]

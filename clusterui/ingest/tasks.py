@@ -3,7 +3,9 @@
 Acks are late and a message whose worker died is requeued (see the CELERY_* settings), so a
 worker killed mid-batch loses nothing; the ingest log's batch key makes the redelivery
 store nothing twice. Database outages are retried with backoff; a message that still fails
-after ``INGEST_MAX_RETRIES`` is set aside in the dead-letter list with its reason.
+after ``INGEST_MAX_RETRIES`` is set aside in the dead-letter list with its reason. Any other
+exception (the database refusing the batch, a value the writer cannot encode, a bug) sets
+that batch aside at once with its type and message; the worker goes on with the next.
 """
 
 import logging
@@ -13,7 +15,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from clusterui.ingest import deadletter
+from clusterui.ingest import deadletter, inventory_cache
 from clusterui.ingest.auth import check_signature
 from clusterui.ingest.models import RejectedBatch
 from clusterui.ingest.validate import BatchRejected, validate_batch
@@ -21,6 +23,7 @@ from clusterui.ingest.writer import store_batch
 
 log = logging.getLogger(__name__)
 INGEST_TASK = "clusterui.ingest"
+TRANSIENT = (OperationalError, InterfaceError, SoftTimeLimitExceeded)
 
 
 def ingest_envelope(envelope):
@@ -74,14 +77,24 @@ class IngestTask(deadletter.DeadLetterOnFailure):
     reject_on_worker_lost=True,
     ignore_result=True,
     # Transient: the database is away or slow (a lock wait past the soft time limit).
-    autoretry_for=(OperationalError, InterfaceError, SoftTimeLimitExceeded),
+    autoretry_for=TRANSIENT,
     retry_backoff=1,
     retry_backoff_max=settings.INGEST_RETRY_BACKOFF_MAX,
     retry_jitter=True,
     max_retries=settings.INGEST_MAX_RETRIES,
 )
 def ingest(self, envelope):
-    result = ingest_envelope(envelope)
+    try:
+        result = ingest_envelope(envelope)
+    except TRANSIENT:
+        raise  # retried with backoff (autoretry_for)
+    except Exception as exc:  # noqa: BLE001 - one batch must not fail the worker: set it aside
+        reason = f"{type(exc).__name__}: {exc}"
+        log.exception("batch could not be stored; dead-lettered: %s", reason)
+        # Inventory ids remembered inside the rolled-back transaction may not exist.
+        inventory_cache.forget()
+        deadletter.push(self.name, [envelope], reason)
+        return
     if result is not None and result.duplicate:
         log.info("batch already stored, skipped: %s/%s seq %s", envelope.get("cluster"),
                  envelope.get("node"), envelope.get("agent", {}).get("seq"))

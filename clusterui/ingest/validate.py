@@ -15,6 +15,7 @@ from itertools import repeat
 
 import numpy as np
 import orjson
+from django.conf import settings
 
 from clusterui.inventory.choices import NicKind
 from clusterui.jobs.choices import Scheduler
@@ -22,6 +23,7 @@ from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, M
 
 SCHEMA_VERSION = 1
 MIN_TS = 946684800.0  # 2000-01-01: earlier is a broken clock, not history
+INT4_MAX = (1 << 31) - 1
 MAX_GPUS = 1024
 MAX_NICS = 1024
 MAX_JOBS = 4096
@@ -112,20 +114,22 @@ def _optional_number(value, lo: float, hi: float, *, integer: bool = False):
         return None, f"must be a number or null, got {type(value).__name__}"
     if isinstance(value, float) and not math.isfinite(value):
         return None, "must be finite (NaN and infinity are not measurements)"
-    if integer and value != int(value):
+    if integer and isinstance(value, float) and not value.is_integer():
         return None, "must be an integer"
+    # Python compares an int with a float exactly: 2**63 is out of [0, 2**63 - 1].
     if not lo <= value <= hi:
         return None, f"out of range [{lo:g}, {hi:g}]"
     return (int(value) if integer else float(value)), None
 
 
-def _timestamp(value, now: float, max_future: float):
+def _timestamp(value, window: "_Window"):
     if not _is_number(value) or (isinstance(value, float) and not math.isfinite(value)):
         return None, "ts must be a finite number of Unix seconds"
-    if value < MIN_TS:
-        return None, "ts is before 2000-01-01"
-    if value > now + max_future:
-        return None, f"ts is more than {max_future:g} s in the future"
+    if value < window.oldest:
+        return None, (f"ts is older than raw retention (RAW_RETENTION_DAYS="
+                      f"{window.retention_days:g})")
+    if value > window.newest:
+        return None, f"ts is more than {window.max_future_s:g} s in the future"
     return float(value), None
 
 
@@ -140,8 +144,16 @@ def _index(value, known) -> tuple[int | None, str | None]:
 # --- the envelope ------------------------------------------------------------------------
 
 def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_000,
-                   max_future_s: float = 300.0) -> Batch:
+                   max_future_s: float = 300.0, retention_days: float | None = None,
+                   max_span_s: float | None = None) -> Batch:
+    """``retention_days`` and ``max_span_s`` default to ``RAW_RETENTION_DAYS`` and
+    ``INGEST_MAX_SPAN_S``: samples older than the raw retention, or further behind the
+    batch's newest sample than the span, are refused one by one."""
     now = time.time() if now is None else now
+    if retention_days is None:
+        retention_days = settings.RAW_RETENTION_DAYS
+    if max_span_s is None:
+        max_span_s = settings.INGEST_MAX_SPAN_S
     if not isinstance(envelope, dict):
         raise BatchRejected(f"envelope must be a JSON object, got {type(envelope).__name__}")
     schema = envelope.get("schema")
@@ -169,9 +181,12 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 1 << 62:
         raise BatchRejected(f"agent.seq: must be a non-negative integer, got {_show(seq, 40)}")
     version, err = _text(agent.get("version"), 32)
-    spool_dropped, err2 = _optional_number(agent.get("spool_dropped"), 0, 1 << 31, integer=True)
-    sent_at = envelope.get("sent_at")
-    sent_at = float(sent_at) if _is_number(sent_at) and math.isfinite(sent_at) else None
+    # Stored in an int4 column.
+    spool_dropped, err2 = _optional_number(agent.get("spool_dropped"), 0, INT4_MAX,
+                                           integer=True)
+    # When the collector sent it: shown as ingest delay and used as the node's last data
+    # time when a batch has no samples, so it must be a plausible time.
+    sent_at, err4 = _optional_number(envelope.get("sent_at"), MIN_TS, now + max_future_s)
     interval, err3 = _optional_number(envelope.get("interval_s"), 0.01, 86400)
 
     sections = {name: envelope.get(name) for name in ("gpu_samples", "nic_samples", "job_samples")}
@@ -186,7 +201,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
         )
 
     batch = Batch(
-        cluster=cluster, node=node, boot_id=boot_id, seq=seq, sent_at=sent_at,
+        cluster=cluster, node=node, boot_id=boot_id, seq=seq, sent_at=None,
         agent_version="" if err else (version or ""),
         interval_s=None if err3 else interval,
         simulated=agent.get("simulated") is True,
@@ -198,16 +213,65 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
         batch.reject(f"agent.spool_dropped: {err2}", _show(agent.get("spool_dropped"), 80))
     if err3:
         batch.reject(f"interval_s: {err3}", _show(envelope.get("interval_s"), 80))
+    if err4:
+        batch.reject(f"sent_at: {err4} (a clock off?)", _show(envelope.get("sent_at"), 80))
+    batch.sent_at = sent_at
 
+    window = _Window(now, max_future_s, max(MIN_TS, now - retention_days * 86400.0),
+                     retention_days)
     _inventory(batch, envelope.get("gpus"), envelope.get("nics"), envelope.get("jobs"))
     _samples(batch, "gpu_samples", sections["gpu_samples"], "gpu", batch.gpus, GPU_METRICS,
-             batch.gpu_rows, now, max_future_s, with_job=True)
+             batch.gpu_rows, window, with_job=True)
     _samples(batch, "nic_samples", sections["nic_samples"], "nic", batch.nics, NIC_METRICS,
-             batch.nic_rows, now, max_future_s)
+             batch.nic_rows, window)
     _samples(batch, "job_samples", sections["job_samples"], "job", batch.jobs, JOB_METRICS,
-             batch.job_rows, now, max_future_s)
-    _events(batch, envelope.get("events"), now, max_future_s)
+             batch.job_rows, window)
+    _events(batch, envelope.get("events"), window)
+    _within_span(batch, max_span_s)
     return batch
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The times a sample may have: not older than the raw retention, not in the future."""
+
+    now: float
+    max_future_s: float
+    oldest: float
+    retention_days: float
+
+    @property
+    def newest(self) -> float:
+        return self.now + self.max_future_s
+
+
+def _within_span(batch: Batch, max_span_s: float) -> None:
+    """Refuse, one by one, the samples and events further behind the batch's newest sample
+    than ``max_span_s``: one batch never reaches back over more than that (a node whose
+    clock jumped, a corrupt spool), so it never creates more than a few day partitions."""
+    sections = (("gpu_samples", batch.gpu_rows), ("nic_samples", batch.nic_rows),
+                ("job_samples", batch.job_rows))
+    newest = max((max(r[0] for r in rows) for _n, rows in sections if rows), default=None)
+    if batch.events:
+        last_event = max(e["ts"] for e in batch.events)
+        newest = last_event if newest is None else max(newest, last_event)
+    if newest is None:
+        return
+    cutoff = newest - max_span_s
+    reason = (f"ts is more than {max_span_s:g} s behind the batch's newest sample "
+              "(INGEST_MAX_SPAN_S)")
+    for name, rows in sections:
+        if rows and min(r[0] for r in rows) < cutoff:
+            kept = [r for r in rows if r[0] >= cutoff]
+            for r in rows:
+                if r[0] < cutoff:
+                    batch.reject(f"{name}: {reason}", f"ts {r[0]!r}")
+            rows[:] = kept
+    if batch.events and min(e["ts"] for e in batch.events) < cutoff:
+        for e in batch.events:
+            if e["ts"] < cutoff:
+                batch.reject(f"events: {reason}", f"ts {e['ts']!r}")
+        batch.events[:] = [e for e in batch.events if e["ts"] >= cutoff]
 
 
 # A node sends the same inventory in every batch: its validated form is remembered, keyed
@@ -231,7 +295,9 @@ def _inventory(batch: Batch, gpus, nics, jobs) -> None:
         rejections = [(reason, scratch.examples[reason]) for reason in scratch.rejected
                       for _ in range(scratch.rejected[reason])]
         hit = (scratch.gpus, scratch.nics, scratch.jobs, rejections)
-        if key is not None:
+        # Only a clean inventory is remembered: orjson writes NaN as null, so a faulty one
+        # could share its key with a good one.
+        if key is not None and not rejections:
             if len(_INVENTORY_MEMO) >= _INVENTORY_MEMO_MAX:
                 _INVENTORY_MEMO.clear()
             _INVENTORY_MEMO[key] = hit
@@ -371,8 +437,8 @@ FAST_PATH = True  # tests turn it off to compare the two paths
 COLUMNWISE_MIN_ROWS = 48
 
 
-def _clean_rows(rows, width, ts_at, ref_at, ref_is_job, known, job_at, jobs, plan, now,
-                max_future) -> list[tuple] | None:
+def _clean_rows(rows, width, ts_at, ref_at, ref_is_job, known, job_at, jobs, plan,
+                window: "_Window") -> list[tuple] | None:
     """The rows of a section in which nothing is wrong, checked column by column at C
     speed; None as soon as anything is unusual, and the row-by-row check below then finds
     exactly what and where. Same rows as that check for every row it accepts (an integer
@@ -387,8 +453,9 @@ def _clean_rows(rows, width, ts_at, ref_at, ref_is_job, known, job_at, jobs, pla
     types = set(map(type, ts))
     if not types <= _NUMBER:
         return None
-    t = np.array(ts, dtype=np.float64)
-    if not (np.isfinite(t).all() and t.min() >= MIN_TS and t.max() <= now + max_future):
+    t = _floats(ts)
+    if t is None or not (np.isfinite(t).all() and t.min() >= window.oldest
+                         and t.max() <= window.newest):
         return None
     if int in types:
         ts = tuple(map(float, ts))
@@ -422,18 +489,38 @@ def _clean_rows(rows, width, ts_at, ref_at, ref_is_job, known, job_at, jobs, pla
         if types == {_NONE}:
             out_cols.append(col)
             continue
-        values = np.array(col, dtype=np.float64)  # None becomes NaN
+        if metric.integer:
+            # Exact: Python compares ints with the bounds exactly (float64 would take
+            # 2**63 for 2**63 - 1); min and max run at C speed.
+            present = col if _NONE not in types else [v for v in col if v is not None]
+            if not (min(present) >= metric.lo and max(present) <= metric.hi):
+                return None
+            out_cols.append(col)
+            continue
+        values = _floats(col)  # None becomes NaN
+        if values is None:
+            return None
         nulls = col.count(None) if _NONE in types else 0
         missing = np.isnan(values)
         if int(missing.sum()) != nulls:
             return None  # a NaN sent as a value
         present = values[~missing] if nulls else values
+        # Every real metric's bounds lie below 2**53, where an int converts exactly.
         if not (present.min() >= metric.lo and present.max() <= metric.hi):
             return None
         # An int in a real column stays an int (same value; the writer's binary COPY
         # takes it as is).
         out_cols.append(col)
     return list(zip(*out_cols, strict=False))  # repeat() columns are endless
+
+
+def _floats(column) -> np.ndarray | None:
+    """A column of numbers (None as NaN) as float64; None when an int is too large for a
+    float (the row loop then refuses it with its reason)."""
+    try:
+        return np.array(column, dtype=np.float64)
+    except OverflowError:
+        return None
 
 
 class _Where(int):
@@ -447,7 +534,7 @@ class _Where(int):
 
 
 def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...], out,
-             now, max_future, *, with_job=False) -> None:
+             window: "_Window", *, with_job=False) -> None:
     if section is None:
         return
     if not isinstance(section, dict):
@@ -477,7 +564,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
     job_at = position.get("job") if with_job else None
     width = len(fields)
     clean = _clean_rows(rows, width, ts_at, ref_at, ref_field == "job", known, job_at,
-                        batch.jobs if with_job else None, plan, now, max_future)
+                        batch.jobs if with_job else None, plan, window)
     if clean is not None:
         out.extend(clean)
         return
@@ -490,7 +577,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
         if len(row) != width:
             batch.reject(f"{name}: row has {len(row)} values for {width} fields", where)
             continue
-        ts, err = _timestamp(row[ts_at], now, max_future)
+        ts, err = _timestamp(row[ts_at], window)
         if err:
             batch.reject(f"{name}: {err}", f"{where}: {_show(row[ts_at], 40)}")
             continue
@@ -547,13 +634,13 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
         out.append((ts, ref, *values))
 
 
-def _events(batch: Batch, value, now: float, max_future: float) -> None:
+def _events(batch: Batch, value, window: "_Window") -> None:
     for position, entry in enumerate(_entries(batch, "events", value, MAX_EVENTS)):
         where = f"events[{position}]"
         if not isinstance(entry, dict):
             batch.reject("events: entry must be an object", where)
             continue
-        ts, err = _timestamp(entry.get("ts"), now, max_future)
+        ts, err = _timestamp(entry.get("ts"), window)
         if err:
             batch.reject(f"events: {err}", where)
             continue

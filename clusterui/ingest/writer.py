@@ -6,18 +6,25 @@ together with ``ON CONFLICT DO NOTHING``: a key already there means that batch w
 before (a redelivery) and nothing else of it is written. Samples go in with one binary
 ``COPY`` per table for all the batches, never row by row; nodes and the "latest" tables with
 one statement each.
+
+Each (GPU, ts), (NIC, ts) and (job, node, ts) is stored once, whatever batch carried it
+(``dedupe``: free for live data, one lookup per table per flush for late data). Samples
+outside the days ingest may create partitions for (``partitions.ingest_window``: older than
+raw retention, too far ahead) are refused per item here too, whatever validation let by.
 """
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from itertools import repeat
 
 import numpy as np
 import psycopg
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
-from clusterui.ingest import inventory_cache
+from clusterui.ingest import dedupe, inventory_cache
 from clusterui.ingest.validate import Batch
 from clusterui.telemetry import nicrollup, partitions
 from clusterui.telemetry.metrics import (
@@ -54,6 +61,7 @@ class StoreResult:
     nic_samples: int = 0
     job_samples: int = 0
     rejected: int = 0
+    duplicates: int = 0  # samples already stored (another boot id, a resend): not stored
 
 
 def _dt(ts: float | None) -> dt.datetime | None:
@@ -92,16 +100,57 @@ def _span(batch: Batch) -> tuple[float | None, float | None]:
     return lo, hi
 
 
-def _days(spans) -> set[dt.date]:
+_DAY_S = 86_400
+_SECTIONS = (("gpu_samples", "gpu_rows"), ("nic_samples", "nic_rows"),
+             ("job_samples", "job_rows"))
+
+
+def _days(batches: list[Batch]) -> set[dt.date]:
+    """The days the batches' samples fall on (events are not partitioned). A batch
+    spanning at most two days takes its span's days; a wider one (a back-fill) the days
+    its rows are actually on, never every day in between."""
     days = set()
-    for lo, hi in spans:
-        if lo is None:
+    for batch in batches:
+        stamps = [r[0] for _s, attr in _SECTIONS for r in getattr(batch, attr)]
+        if not stamps:
             continue
-        day, last = _dt(lo).date(), _dt(hi).date()
-        while day <= last:
-            days.add(day)
-            day += dt.timedelta(days=1)
+        lo, hi = min(stamps), max(stamps)
+        if hi - lo <= 2 * _DAY_S:
+            day, last = _dt(lo).date(), _dt(hi).date()
+            while day <= last:
+                days.add(day)
+                day += dt.timedelta(days=1)
+        else:
+            for n in np.unique(np.floor_divide(np.asarray(stamps, np.float64), _DAY_S)):
+                days.add((_EPOCH + dt.timedelta(days=int(n))).date())
     return days
+
+
+def _refuse_outside(batch: Batch, first: dt.date, last: dt.date) -> bool:
+    """Refuse, per item, the samples on days ingest may not create partitions for (older
+    than raw retention; later than the latest allowed time). True if any were."""
+    lo = (dt.datetime.combine(first, dt.time(), tzinfo=UTC) - _EPOCH).total_seconds()
+    hi = (dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
+          - _EPOCH).total_seconds()
+    refused = False
+    for section, attr in _SECTIONS:
+        rows = getattr(batch, attr)
+        if not rows or all(lo <= r[0] < hi for r in rows):
+            continue
+        keep = []
+        for r in rows:
+            if r[0] < lo:
+                batch.reject(f"{section}: ts older than the raw retention "
+                             f"({settings.RAW_RETENTION_DAYS} days): not stored",
+                             f"ts {r[0]!r} ({_dt(r[0]):%Y-%m-%d %H:%M:%S} UTC)")
+            elif r[0] >= hi:
+                batch.reject(f"{section}: ts beyond the latest day ingest accepts: not stored",
+                             f"ts {r[0]!r} ({_dt(r[0]):%Y-%m-%d %H:%M:%S} UTC)")
+            else:
+                keep.append(r)
+        setattr(batch, attr, keep)
+        refused = True
+    return refused
 
 
 def store_batch(batch: Batch, *, received_at: dt.datetime | None = None) -> StoreResult:
@@ -118,8 +167,16 @@ def store_batches(batches: list[Batch], *, received_at: dt.datetime | None = Non
     if not batches:
         return []
     received_at = received_at or dt.datetime.now(UTC)
+    window = partitions.ingest_window()
     spans = [_span(b) for b in batches]
-    partitions.ensure_partitions(_days(spans))
+    first = dt.datetime.combine(window[0], dt.time(), tzinfo=UTC)
+    for i, (batch, (lo, hi)) in enumerate(zip(batches, spans, strict=True)):
+        # Cheap test first (the span): only a batch reaching outside is looked at per row.
+        if lo is not None and (_dt(lo) < first or _dt(hi).date() > window[1]) \
+                and _refuse_outside(batch, *window):
+            spans[i] = _span(batch)
+    days = _days(batches)
+    partitions.ensure_partitions(days, window=window)
     try:
         return _store(batches, spans, received_at)
     except (psycopg.errors.CheckViolation, IntegrityError) as exc:
@@ -128,7 +185,7 @@ def store_batches(batches: list[Batch], *, received_at: dt.datetime | None = Non
         if "no partition" not in str(exc):
             raise
         partitions.forget_known()
-        partitions.ensure_partitions(_days(spans))
+        partitions.ensure_partitions(days, window=window)
         return _store(batches, spans, received_at)
 
 
@@ -138,48 +195,67 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
         for b, (_lo, hi) in zip(batches, spans, strict=True)
     ]
     results: list[StoreResult] = []
-    gpu_rows: list[tuple] = []
-    nic_rows: list[tuple] = []
-    job_rows: list[tuple] = []
+    pending: list[dedupe.Pending] = []
     # wrap_database_errors: psycopg's errors from the raw cursor become Django's, which is
     # what callers (the Celery task's retry list, the bulk consumer) catch.
     with transaction.atomic(), connection.cursor() as wrapper, connection.wrap_database_errors:
         # A server-binding psycopg cursor: COPY needs psycopg's own, and parameters sent
         # apart from the query (in binary) cost no per-element quoting of the arrays.
         cur = psycopg.Cursor(wrapper.cursor.connection)
-        nodes = _upsert_nodes(cur, batches, seen, received_at)
+        nodes, marks = _upsert_nodes(cur, batches, seen, received_at)
         batch_ids = _log_batches(cur, batches, spans, nodes, received_at)
-        for batch, when, batch_id in zip(batches, seen, batch_ids, strict=True):
+        _count_runs(cur, batches, batch_ids, nodes, received_at)
+        for batch, when, batch_id, (lo, hi) in zip(batches, seen, batch_ids, spans,
+                                                    strict=True):
             if batch_id is None:
                 results.append(StoreResult(batch_id=None, duplicate=True))
                 continue
             node_id, cluster_id = nodes[(batch.cluster, batch.node)]
             gpu_ids = _cached(cur, "gpus", node_id, batch.gpus, _upsert_gpus, batch, node_id,
-                              when)
+                              cluster_id, when, batch_id)
+            if gpu_ids.refused:  # another cluster's GPUs: their rows and events go too
+                batch = _without_refused_gpus(cur, batch, gpu_ids.refused, batch_id)
             nic_ids = _cached(cur, "nics", node_id, batch.nics, _upsert_nics, batch, node_id,
                               when)
             job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], _upsert_jobs, batch,
-                              cluster_id, gpu_ids, when)
+                              cluster_id, node_id, gpu_ids, when)
             # Column-wise, at C speed: batch-local references become database ids, times
             # become PostgreSQL's microseconds.
+            g = n = j = ()
             if batch.gpu_rows:
                 ts, gpu, job, *values = zip(*batch.gpu_rows, strict=True)
-                gpu_rows.extend(zip(_pg_micros(ts), map(gpu_ids.__getitem__, gpu),
-                                    map(job_ids.get, job), *values, strict=True))
+                g = list(zip(_pg_micros(ts), map(gpu_ids.__getitem__, gpu),
+                             map(job_ids.get, job), *values, strict=True))
             if batch.nic_rows:
                 ts, nic, *values = zip(*batch.nic_rows, strict=True)
-                nic_rows.extend(zip(_pg_micros(ts), map(nic_ids.__getitem__, nic), *values,
-                                    strict=True))
+                n = list(zip(_pg_micros(ts), map(nic_ids.__getitem__, nic), *values,
+                             strict=True))
             if batch.job_rows:
                 ts, job, *values = zip(*batch.job_rows, strict=True)
-                job_rows.extend(zip(_pg_micros(ts), map(job_ids.__getitem__, job), repeat(node_id),
-                                    *values))
+                j = list(zip(_pg_micros(ts), map(job_ids.__getitem__, job), repeat(node_id),
+                             *values))
             _insert_events(cur, batch, gpu_ids, batch_id)
+            span_us = _pg_micros([lo, hi]) if lo is not None else (None, None)
+            pending.append(dedupe.Pending((batch.cluster, batch.node), node_id, *span_us,
+                                          g, n, j))
             results.append(StoreResult(
-                batch_id=batch_id, duplicate=False, gpu_samples=len(batch.gpu_rows),
-                nic_samples=len(batch.nic_rows), job_samples=len(batch.job_rows),
-                rejected=batch.rejected_total,
-            ))
+                batch_id=batch_id, duplicate=False, rejected=batch.rejected_total))
+        # Rows stored before (another boot id, a resend) or twice in this flush are dropped.
+        dedupe.drop_duplicates(cur, pending, marks)
+        gpu_rows: list[tuple] = []
+        nic_rows: list[tuple] = []
+        job_rows: list[tuple] = []
+        counted = []
+        for p, result in zip(pending, (r for r in results if not r.duplicate), strict=True):
+            gpu_rows.extend(p.gpu)
+            nic_rows.extend(p.nic)
+            job_rows.extend(p.job)
+            result.gpu_samples, result.nic_samples = len(p.gpu), len(p.nic)
+            result.job_samples, result.duplicates = len(p.job), p.total_dropped
+            if p.dropped:
+                counted.append((result, p.dropped))
+        _count_duplicates(cur, counted)
+        _touch_jobs(cur, gpu_rows, job_rows, received_at)
         _copy(cur, GPU_SAMPLE_TABLE, GPU_SAMPLE_COLUMNS, GPU_COPY_TYPES, gpu_rows)
         _copy(cur, NIC_SAMPLE_TABLE, NIC_SAMPLE_COLUMNS, NIC_COPY_TYPES, nic_rows)
         # The (NIC, hour)s written into: their rollups are due (compaction recomputes them).
@@ -189,12 +265,133 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
     return results
 
 
+# What this process last wrote of each job's times: {job id: (data time in PostgreSQL
+# microseconds, arrival time)}. Bounded like the inventory cache.
+_JOB_TIMES: dict[int, tuple[int, dt.datetime]] = {}
+_JOB_TIMES_MAX = 200_000
+# A job's times are written when its data moved on by a minute, or its arrival time is a
+# minute old (at most a quarter of JOB_STALE_AFTER_S): writing every job on every flush cost
+# 7-13 % of node-sized ingest (measured). ``close_stale_jobs`` takes the exact end from the
+# raw samples after ``last_seen``.
+_SEEN_EVERY_US = 60_000_000
+
+
+def _reported_every() -> dt.timedelta:
+    return dt.timedelta(seconds=min(60.0, settings.JOB_STALE_AFTER_S / 4))
+
+
+def _touch_jobs(cur, gpu_rows, job_rows, received_at: dt.datetime) -> None:
+    """Keep each job's data time (newest sample) and arrival time fresh to within a minute, with
+    one statement per flush. The job upsert itself is skipped while a node's inventory is
+    unchanged (``inventory_cache``, a minute of wall-clock time), and during a back-fill a
+    minute of wall-clock time is hours of data: a job's end, when no collector reports it any
+    more, and whether it is still being reported must not lag by that."""
+    newest: dict[int, int] = {}
+    for rows, at in ((gpu_rows, 2), (job_rows, 1)):
+        for row in rows:
+            job = row[at]
+            if job is not None and row[0] > newest.get(job, -1):
+                newest[job] = row[0]
+    due = []
+    refresh = _reported_every()
+    for job, seen in newest.items():
+        known = _JOB_TIMES.get(job)
+        if (known is None or seen - known[0] >= _SEEN_EVERY_US
+                or received_at - known[1] >= refresh):
+            due.append(job)
+    if not due:
+        return
+    due.sort()  # one lock order for concurrent flushes
+    cur.execute(
+        """
+        UPDATE jobs_job j SET last_seen = GREATEST(j.last_seen, u.seen),
+                              reported_at = GREATEST(j.reported_at, %s)
+        FROM unnest(%b::bigint[], %b::timestamptz[]) AS u(id, seen) WHERE j.id = u.id
+        """,
+        (received_at, due, [_from_pg_micros(newest[j]) for j in due]),
+        binary=True,
+    )
+    written = {job: (newest[job], received_at) for job in due}
+
+    def remember():  # only once committed: a retried flush must write them again
+        if len(_JOB_TIMES) + len(written) > _JOB_TIMES_MAX:
+            _JOB_TIMES.clear()
+        _JOB_TIMES.update(written)
+
+    transaction.on_commit(remember)
+
+
+def _count_runs(cur, batches: list[Batch], batch_ids, nodes, received_at) -> None:
+    """Fold the batches logged now into their runs' (node, boot id) sequence range and
+    count (``IngestRun``: the health page's gaps), one statement, in key order."""
+    runs: dict[tuple[int, str], list[int]] = {}
+    for batch, batch_id in zip(batches, batch_ids, strict=True):
+        if batch_id is None or batch.seq < 1:
+            continue
+        key = (nodes[(batch.cluster, batch.node)][0], batch.boot_id)
+        run = runs.get(key)
+        if run is None:
+            runs[key] = [batch.seq, batch.seq, 1]
+        else:
+            run[0], run[1], run[2] = min(run[0], batch.seq), max(run[1], batch.seq), run[2] + 1
+    if not runs:
+        return
+    keys = sorted(runs)
+    cur.execute(
+        """
+        INSERT INTO ingest_ingestrun (node_id, boot_id, first_seq, last_seq, batches,
+                                      first_received, last_received)
+        SELECT u.node, u.boot, u.lo, u.hi, u.n, %s, %s
+        FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
+             AS u(node, boot, lo, hi, n)
+        ON CONFLICT ON CONSTRAINT ingestrun_node_boot_uniq DO UPDATE SET
+            first_seq = LEAST(ingest_ingestrun.first_seq, EXCLUDED.first_seq),
+            last_seq = GREATEST(ingest_ingestrun.last_seq, EXCLUDED.last_seq),
+            batches = ingest_ingestrun.batches + EXCLUDED.batches,
+            last_received = GREATEST(ingest_ingestrun.last_received, EXCLUDED.last_received)
+        """,
+        (received_at, received_at, [k[0] for k in keys], [k[1] for k in keys],
+         [runs[k][0] for k in keys], [runs[k][1] for k in keys], [runs[k][2] for k in keys]),
+        binary=True,
+    )
+
+
+def _count_duplicates(cur, counted: list[tuple[StoreResult, dict]]) -> None:
+    """Record on their ingest-log rows the samples of these batches that were duplicates
+    (stored counts are what was stored)."""
+    if not counted:
+        return
+    cur.execute(
+        """
+        UPDATE ingest_ingestbatch b SET duplicates = u.dup, duplicate_reasons = u.reasons,
+            gpu_samples = u.gpu, nic_samples = u.nic, job_samples = u.job
+        FROM unnest(%b::bigint[], %b::int[], %b::jsonb[], %b::int[], %b::int[], %b::int[])
+             AS u(id, dup, reasons, gpu, nic, job)
+        WHERE b.id = u.id
+        """,
+        ([r.batch_id for r, _d in counted], [r.duplicates for r, _d in counted],
+         [psycopg.types.json.Jsonb(dict(d)) for _r, d in counted],
+         [r.gpu_samples for r, _d in counted], [r.nic_samples for r, _d in counted],
+         [r.job_samples for r, _d in counted]),
+        binary=True,
+    )
+
+
+# A node created by a concurrent flush after this one looked: check all its rows.
+_UNKNOWN_MARK = 2**62
+
+
 def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_at
-                  ) -> dict[tuple[str, str], tuple[int, int]]:
-    """Clusters and nodes, one statement each: {(cluster, node): (node id, cluster id)}.
+                  ) -> tuple[dict[tuple[str, str], tuple[int, int]],
+                             dict[tuple[str, str], int | None]]:
+    """Clusters and nodes, one statement each: ({(cluster, node): (node id, cluster id)},
+    {(cluster, node): its data high-water mark before this flush}).
 
     Several batches of one node in a flush make one row (its newest description), sorted so
-    that two consumers lock nodes in the same order.
+    that two consumers lock nodes in the same order. The nodes' rows are locked first
+    (``FOR UPDATE``, in id order) and their ``last_seen`` (data time: the newest sample
+    stored for the node) read as the mark, in PostgreSQL micros, that ``dedupe`` needs: a
+    concurrent flush of the same node waits here and then sees this one's rows.
     """
     newest: dict[tuple[str, str], tuple[dt.datetime, Batch, float | None]] = {}
     for batch, when in zip(batches, seen, strict=True):
@@ -217,13 +414,24 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
         (received_at, clusters),
     )
     cluster_ids = dict(cur.fetchall())
+    cur.execute(
+        """
+        SELECT n.cluster_id, n.name, n.last_seen FROM inventory_node n
+        JOIN unnest(%b::int[], %b::text[]) AS u(cluster, name)
+          ON n.cluster_id = u.cluster AND n.name = u.name
+        ORDER BY n.id FOR UPDATE OF n
+        """,
+        ([cluster_ids[c] for c, _n in keys], [n for _c, n in keys]),
+        binary=True,
+    )
+    before = {(cid, name): last for cid, name, last in cur.fetchall()}
     rows = [newest[k] for k in keys]
     cur.execute(
         """
         INSERT INTO inventory_node
             (cluster_id, name, agent_version, simulated, sample_interval_s, first_seen,
-             last_seen)
-        SELECT u.cluster, u.name, u.version, u.simulated, u.interval, u.seen, u.seen
+             last_seen, reported_at)
+        SELECT u.cluster, u.name, u.version, u.simulated, u.interval, u.seen, u.seen, %s
         FROM unnest(%b::int[], %b::text[], %b::text[], %b::bool[], %b::float8[],
                     %b::timestamptz[]) AS u(cluster, name, version, simulated, interval, seen)
         ON CONFLICT (cluster_id, name) DO UPDATE SET
@@ -231,18 +439,26 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
             simulated = EXCLUDED.simulated,
             sample_interval_s = COALESCE(EXCLUDED.sample_interval_s,
                                          inventory_node.sample_interval_s),
-            last_seen = GREATEST(inventory_node.last_seen, EXCLUDED.last_seen)
-        RETURNING cluster_id, name, id
+            last_seen = GREATEST(inventory_node.last_seen, EXCLUDED.last_seen),
+            reported_at = GREATEST(inventory_node.reported_at, EXCLUDED.reported_at)
+        RETURNING cluster_id, name, id, xmax = 0
         """,
         (
+            received_at,
             [cluster_ids[c] for c, _n in keys], [n for _c, n in keys],
             [b.agent_version for _w, b, _i in rows], [b.simulated for _w, b, _i in rows],
             [i for _w, _b, i in rows], [w for w, _b, _i in rows],
         ),
         binary=True,  # arrays in binary: no per-element quoting
     )
-    by_name = {(cid, name): nid for cid, name, nid in cur.fetchall()}
-    return {(c, n): (by_name[(cluster_ids[c], n)], cluster_ids[c]) for c, n in keys}
+    by_name, marks = {}, {}
+    for cid, name, nid, inserted in cur.fetchall():
+        by_name[(cid, name)] = nid
+        last = before.get((cid, name))
+        marks[(cid, name)] = (None if inserted else _UNKNOWN_MARK) if last is None else \
+            (last - _PG_EPOCH) // dt.timedelta(microseconds=1)
+    return ({(c, n): (by_name[(cluster_ids[c], n)], cluster_ids[c]) for c, n in keys},
+            {(c, n): marks[(cluster_ids[c], n)] for c, n in keys})
 
 
 def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[int | None]:
@@ -304,10 +520,49 @@ def _copy(cur, table: str, columns: tuple[str, ...], types: tuple[str, ...],
             copy.write_row(row)
 
 
-def _upsert_gpus(cur, batch: Batch, node_id: int, seen_at) -> dict[int, int]:
+class GpuIds(dict):
+    """{batch position: GPU id} of a batch's GPUs that were stored, and ``refused``:
+    {batch position: reason} of those refused because their UUID belongs to a node of
+    another cluster. (Kept whole by the inventory cache, so a cached refusal still drops the
+    GPU's rows.)"""
+
+    def __init__(self, ids=(), refused=None):
+        super().__init__(ids)
+        self.refused: dict[int, str] = refused or {}
+
+
+def _upsert_gpus(cur, batch: Batch, node_id: int, cluster_id: int, seen_at, batch_id: int
+                 ) -> GpuIds:
+    """Upsert the batch's GPUs onto its node. A GPU is its UUID: one that moves between
+    nodes of this cluster moves (and gets a "moved" event); one whose UUID belongs to a node
+    of another cluster is refused, so no cluster can take over another's GPUs."""
     if not batch.gpus:
-        return {}
-    positions = list(batch.gpus)
+        return GpuIds()
+    # Sorted by UUID, and the existing rows locked in that order: what they belong to cannot
+    # change before this transaction ends, and two batches sharing GPUs cannot deadlock.
+    positions = sorted(batch.gpus, key=lambda p: batch.gpus[p]["uuid"])
+    cur.execute(
+        """
+        SELECT g.uuid, g.node_id, n.cluster_id, n.name, c.name
+        FROM inventory_gpu g
+        JOIN inventory_node n ON n.id = g.node_id
+        JOIN inventory_cluster c ON c.id = n.cluster_id
+        WHERE g.uuid = ANY(%s::text[])
+        ORDER BY g.uuid COLLATE "C"
+        FOR UPDATE OF g
+        """,
+        ([batch.gpus[p]["uuid"] for p in positions],),
+    )
+    owner = {uuid: (node, cluster, node_name, cluster_name)
+             for uuid, node, cluster, node_name, cluster_name in cur.fetchall()}
+    refused = {}
+    for p in positions:
+        uuid = batch.gpus[p]["uuid"]
+        if uuid in owner and owner[uuid][1] != cluster_id:
+            refused[p] = f"gpus: uuid {uuid} belongs to cluster {owner[uuid][3]}; refused"
+    positions = [p for p in positions if p not in refused]
+    if not positions:
+        return GpuIds(refused=refused)
     g = [batch.gpus[p] for p in positions]
     cur.execute(
         """
@@ -325,6 +580,9 @@ def _upsert_gpus(cur, batch: Batch, node_id: int, seen_at) -> dict[int, int]:
             nvlink_bytes_per_s = EXCLUDED.nvlink_bytes_per_s,
             mig_mode = EXCLUDED.mig_mode,
             last_seen = GREATEST(inventory_gpu.last_seen, EXCLUDED.last_seen)
+        -- A GPU inserted meanwhile by another cluster's batch (not locked above) stays put.
+        WHERE (SELECT n.cluster_id FROM inventory_node n WHERE n.id = inventory_gpu.node_id)
+              = %s
         RETURNING uuid, id
         """,
         (
@@ -332,11 +590,67 @@ def _upsert_gpus(cur, batch: Batch, node_id: int, seen_at) -> dict[int, int]:
             [x["uuid"] for x in g], [x["index"] for x in g], [x["model"] for x in g],
             [x["memory_total_mib"] for x in g], [x["power_limit_w"] for x in g],
             [x["pci_bus_id"] for x in g], [x["nvlink_bytes_per_s"] for x in g],
-            [x["mig_mode"] for x in g],
+            [x["mig_mode"] for x in g], cluster_id,
         ),
     )
     by_uuid = dict(cur.fetchall())
-    return {p: by_uuid[batch.gpus[p]["uuid"]] for p in positions}
+    ids = GpuIds(refused=refused)
+    moved = []
+    for p in positions:
+        uuid = batch.gpus[p]["uuid"]
+        if uuid not in by_uuid:
+            ids.refused[p] = f"gpus: uuid {uuid} belongs to another cluster; refused"
+            continue
+        ids[p] = by_uuid[uuid]
+        if uuid in owner and owner[uuid][0] != node_id:
+            moved.append((by_uuid[uuid], f"moved from node {owner[uuid][2]} to node {batch.node}"))
+    if moved:
+        # Within its cluster a GPU may move (its history goes with it); the move is shown
+        # with the GPU's other events.
+        cur.execute(
+            """
+            INSERT INTO telemetry_gpuevent (gpu_id, ts, kind, code, message, batch_id)
+            SELECT u.gpu, %s, 'moved', NULL, left(u.msg, 512), %s
+            FROM unnest(%s::bigint[], %s::text[]) AS u(gpu, msg)
+            """,
+            (seen_at, batch_id, [m[0] for m in moved], [m[1] for m in moved]),
+        )
+    return ids
+
+
+_REFUSED_GPU_ROWS = "gpu_samples: gpu refused (its uuid belongs to another cluster)"
+_REFUSED_GPU_EVENTS = "events: gpu refused (its uuid belongs to another cluster)"
+
+
+def _without_refused_gpus(cur, batch: Batch, refused: dict[int, str], batch_id: int) -> Batch:
+    """The batch without the refused GPUs' sample rows and events, each counted under a
+    reason, and its ingest-log row corrected to match. (A copy: the caller's batch stays as
+    it was, for a retry of the flush.)"""
+    gpu_rows = [r for r in batch.gpu_rows if r[1] not in refused]
+    events = [e for e in batch.events if e["gpu"] not in refused]
+    kept = replace(batch, gpu_rows=gpu_rows, events=events, rejected=Counter(batch.rejected),
+                   examples=dict(batch.examples))
+    for position, reason in sorted(refused.items()):
+        kept.reject(reason, f"gpus[{position}]")
+    for reason, before, after, what in (
+            (_REFUSED_GPU_ROWS, batch.gpu_rows, gpu_rows, "rows"),
+            (_REFUSED_GPU_EVENTS, batch.events, events, "events")):
+        if len(before) > len(after):
+            kept.rejected[reason] += len(before) - len(after)
+            kept.examples.setdefault(reason, f"{len(before) - len(after)} {what} of gpus "
+                                             f"{sorted(refused)}")
+    lo, hi = _span(kept)
+    cur.execute(
+        """
+        UPDATE ingest_ingestbatch SET gpu_samples = %s, events = %s, rejected = %s,
+            rejected_reasons = %s, rejected_examples = %s, first_ts = %s, last_ts = %s
+        WHERE id = %s
+        """,
+        (len(gpu_rows), len(events), kept.rejected_total,
+         psycopg.types.json.Jsonb(dict(kept.rejected)), psycopg.types.json.Jsonb(kept.examples),
+         _dt(lo), _dt(hi), batch_id),
+    )
+    return kept
 
 
 def _upsert_nics(cur, batch: Batch, node_id: int, seen_at) -> dict[int, int]:
@@ -361,12 +675,33 @@ def _upsert_nics(cur, batch: Batch, node_id: int, seen_at) -> dict[int, int]:
     return {p: by_name[batch.nics[p]["name"]] for p in positions}
 
 
-def _upsert_jobs(cur, batch: Batch, cluster_id: int, gpu_ids: dict[int, int], seen_at
-                 ) -> dict[str, int]:
+# The job fields that say whose a job is: set by the first report, then changed only by
+# reports from the job's origin node (any node may fill one in while it is empty).
+_OWNER_FIELDS = ("user", "account", "name")
+
+
+def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict[int, int],
+                 seen_at) -> dict[str, int]:
     if not batch.jobs:
         return {}
     # Sorted, so that two workers upserting the same multi-node jobs lock them in one order.
     jobs = sorted(batch.jobs.values(), key=lambda j: (j["scheduler"], j["id"]))
+    # The jobs that exist, locked in that same order (code point order, as Python sorts), so
+    # that what the upsert below finds is what was read here: each change to their owner
+    # fields is logged with its true old value.
+    cur.execute(
+        """
+        SELECT j.scheduler, j.external_id, j.id, j.origin_node_id, j."user", j.account, j.name
+        FROM jobs_job j
+        JOIN unnest(%s::text[], %s::text[]) AS u(sched, ext)
+          ON j.scheduler = u.sched AND j.external_id = u.ext
+        WHERE j.cluster_id = %s
+        ORDER BY j.scheduler COLLATE "C", j.external_id COLLATE "C"
+        FOR UPDATE OF j
+        """,
+        ([j["scheduler"] for j in jobs], [j["id"] for j in jobs], cluster_id),
+    )
+    before = {(sched, ext): rest for sched, ext, *rest in cur.fetchall()}
     # A job's last_seen is its newest sample on this node (data time, not arrival time),
     # so a back-filled or replayed job ends where its data ends.
     newest: dict[str, float] = {}
@@ -379,17 +714,23 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, gpu_ids: dict[int, int], se
         """
         INSERT INTO jobs_job (cluster_id, scheduler, external_id, "user", name, account,
                               partition, state, started_at, ended_at, cpus, first_seen,
-                              last_seen)
+                              last_seen, origin_node_id)
         SELECT %s, u.sched, u.ext, u.usr, u.name, u.acct, u.part,
                CASE WHEN u.ended IS NULL THEN 'running' ELSE 'ended' END,
-               u.started, u.ended, u.cpus, u.seen, u.seen
+               u.started, u.ended, u.cpus, u.seen, u.seen, %s
         FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
                     %s::timestamptz[], %s::timestamptz[], %s::int[], %s::timestamptz[])
              AS u(sched, ext, usr, name, acct, part, started, ended, cpus, seen)
         ON CONFLICT ON CONSTRAINT job_identity_uniq DO UPDATE SET
-            "user" = COALESCE(NULLIF(EXCLUDED."user", ''), jobs_job."user"),
-            name = COALESCE(NULLIF(EXCLUDED.name, ''), jobs_job.name),
-            account = COALESCE(NULLIF(EXCLUDED.account, ''), jobs_job.account),
+            "user" = CASE WHEN jobs_job."user" = '' OR jobs_job.origin_node_id = EXCLUDED.origin_node_id
+                          THEN COALESCE(NULLIF(EXCLUDED."user", ''), jobs_job."user")
+                          ELSE jobs_job."user" END,
+            name = CASE WHEN jobs_job.name = '' OR jobs_job.origin_node_id = EXCLUDED.origin_node_id
+                        THEN COALESCE(NULLIF(EXCLUDED.name, ''), jobs_job.name)
+                        ELSE jobs_job.name END,
+            account = CASE WHEN jobs_job.account = '' OR jobs_job.origin_node_id = EXCLUDED.origin_node_id
+                           THEN COALESCE(NULLIF(EXCLUDED.account, ''), jobs_job.account)
+                           ELSE jobs_job.account END,
             partition = COALESCE(NULLIF(EXCLUDED.partition, ''), jobs_job.partition),
             started_at = COALESCE(EXCLUDED.started_at, jobs_job.started_at),
             -- Reported running, with data after the end that close_stale_jobs inferred
@@ -406,10 +747,10 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, gpu_ids: dict[int, int], se
                          THEN jobs_job.state ELSE 'ended' END,
             cpus = COALESCE(EXCLUDED.cpus, jobs_job.cpus),
             last_seen = GREATEST(jobs_job.last_seen, EXCLUDED.last_seen)
-        RETURNING external_id, id
+        RETURNING external_id, id, "user", account, name
         """,
         (
-            cluster_id,
+            cluster_id, node_id,
             [j["scheduler"] for j in jobs], [j["id"] for j in jobs], [j["user"] for j in jobs],
             [j["name"] for j in jobs], [j["account"] for j in jobs],
             [j["partition"] for j in jobs], [_dt(j["started_at"]) for j in jobs],
@@ -417,7 +758,10 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, gpu_ids: dict[int, int], se
             [_dt(newest[j["id"]]) if j["id"] in newest else seen_at for j in jobs],
         ),
     )
-    job_ids = dict(cur.fetchall())
+    stored = {ext: (job_id, dict(zip(_OWNER_FIELDS, values, strict=True)))
+              for ext, job_id, *values in cur.fetchall()}
+    job_ids = {ext: job_id for ext, (job_id, _values) in stored.items()}
+    _log_owner_changes(cur, jobs, before, stored, node_id)
     pairs = sorted({(job_ids[j["id"]], gpu_ids[g]) for j in jobs for g in j["gpus"] if g in gpu_ids})
     if pairs:
         cur.execute(
@@ -430,6 +774,36 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, gpu_ids: dict[int, int], se
             (seen_at, seen_at, [p[0] for p in pairs], [p[1] for p in pairs]),
         )
     return job_ids
+
+
+def _log_owner_changes(cur, jobs: list[dict], before: dict, stored: dict, node_id: int
+                       ) -> None:
+    """One ``jobs_jobmetadatachange`` row per owner field a report would change: accepted
+    (filled in while empty, or from the origin node) or refused (the job kept its value)."""
+    rows = []
+    for job in jobs:
+        job_id, now = stored[job["id"]]
+        prev = before.get((job["scheduler"], job["id"]))
+        for k, field in enumerate(_OWNER_FIELDS):
+            new = job[field]
+            if prev is not None:
+                old = prev[2 + k]  # (id, origin node, user, account, name)
+            elif now[field] != new:
+                old = now[field]  # created meanwhile by another transaction, which won
+            else:
+                continue  # this report created the job: nothing changed
+            if new and new != old:
+                rows.append((job_id, field, old, new, now[field] == new))
+    if rows:
+        cur.execute(
+            """
+            INSERT INTO jobs_jobmetadatachange (job_id, node_id, field, old, new, accepted, at)
+            SELECT u.job, %s, u.field, u.old, u.new, u.accepted, now()
+            FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bool[])
+                 AS u(job, field, old, new, accepted)
+            """,
+            (node_id, *(list(c) for c in zip(*rows, strict=True))),
+        )
 
 
 def _insert_events(cur, batch: Batch, gpu_ids: dict[int, int], batch_id: int) -> None:

@@ -37,7 +37,17 @@ class Job(models.Model):
     ended_at = models.DateTimeField(null=True)
     cpus = models.IntegerField(null=True, help_text="CPUs allocated (all nodes)")
     first_seen = models.DateTimeField()
+    # Data time: the job's newest sample. Its inferred end when no collector reports it.
     last_seen = models.DateTimeField()
+    # Arrival time: when a batch that carried the job last reached the server (kept to
+    # within a minute). A job is ended for silence on this, so a back-fill or a spool
+    # replay of its history does not end it while its batches are still arriving.
+    reported_at = models.DateTimeField(null=True, blank=True)
+    # The node whose report created the job: only its reports may change the job's user,
+    # account and name once set (others may only fill them in while empty), so a node
+    # cannot hand another user's job to someone else. See ``JobMetadataChange``.
+    origin_node = models.ForeignKey("inventory.Node", on_delete=models.SET_NULL, null=True,
+                                    blank=True, related_name="+")
     gpus = models.ManyToManyField("inventory.Gpu", through="JobGpu", related_name="jobs")
 
     objects = JobQuerySet.as_manager()
@@ -54,6 +64,11 @@ class Job(models.Model):
             # close_stale_jobs scans running jobs by last_seen.
             models.Index(
                 fields=["last_seen"], name="job_running_last_seen_idx",
+                condition=Q(state="running"),
+            ),
+            # ... and by arrival time.
+            models.Index(
+                fields=["reported_at"], name="job_running_reported_idx",
                 condition=Q(state="running"),
             ),
             # A researcher's job list: their jobs, newest first.
@@ -88,3 +103,28 @@ class JobGpu(models.Model):
 
     def __str__(self):
         return f"{self.job_id} -> gpu {self.gpu_id}"
+
+
+class JobMetadataChange(models.Model):
+    """A report that would change a job's user, account or name once set: accepted when it
+    came from the job's origin node, refused (the job keeps its value) from any other."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metadata_changes")
+    node = models.ForeignKey("inventory.Node", on_delete=models.SET_NULL, null=True,
+                             related_name="+", help_text="The node whose report it was")
+    field = models.CharField(max_length=16)  # "user", "account" or "name"
+    old = models.CharField(max_length=256, blank=True)
+    new = models.CharField(max_length=256, blank=True)
+    accepted = models.BooleanField()
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            # The job's history of changes, newest first.
+            models.Index(fields=["job", "-at"], name="jobmetachange_job_at_idx"),
+        ]
+
+    def __str__(self):
+        verdict = "accepted" if self.accepted else "refused"
+        return f"job {self.job_id} {self.field}: {self.old!r} -> {self.new!r} ({verdict})"

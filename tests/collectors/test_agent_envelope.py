@@ -122,3 +122,22 @@ def test_simulated_flag_and_no_nvml_notice(roots):
     assert "NVML not available" in text and "NIC samples only" in text
     agent.sample()
     assert agent.build_batch()["gpus"] == []
+
+
+def test_non_finite_readings_are_sent_as_null(roots):
+    """NVML's GPM can hand back NaN or infinity (an SM-activity ratio over a zero-length
+    interval): the server would refuse the row, so the collector sends no value instead."""
+    nvml = FakeNVML([FakeGpu(0, gpm={2: 10.0, 5: 20.0, 10: 30.0})])
+    agent, clock = make_agent(roots, nvml)
+    agent.sample()
+    nvml.gpus[0].values["gpm"] = {2: float("nan"), 5: float("inf"), 10: 55.0}
+    clock.t += 10
+    agent.sample()
+    batch = agent.build_batch()
+    agent.close()
+    json.dumps(batch, allow_nan=False)  # no NaN or Infinity anywhere in the batch
+    fields = batch["gpu_samples"]["fields"]
+    last = batch["gpu_samples"]["rows"][-1]
+    assert last[fields.index("sm_active_pct")] is None
+    assert last[fields.index("tensor_active_pct")] is None
+    assert last[fields.index("dram_active_pct")] == 55.0

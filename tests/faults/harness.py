@@ -48,10 +48,12 @@ class SimFeed:
 
 def held(client) -> int:
     """Messages queued or taken and not yet acknowledged, by either kind of consumer: the
-    ``ingest`` list, kombu's unacked hash, the bulk consumers' in-flight lists."""
+    ``ingest`` list, kombu's unacked hash, the bulk consumers' in-flight lists and the
+    suspects (restored from a dead bulk consumer, waiting to be retried one at a time)."""
     inflight = sum(int(client.llen(k))
                    for k in client.scan_iter("clusterui:ingest:consumer:*:inflight:*"))
-    return int(client.llen("ingest")) + int(client.hlen("unacked")) + inflight
+    return (int(client.llen("ingest")) + int(client.hlen("unacked")) + inflight
+            + int(client.llen("ingest:suspect")))
 
 
 class QueueWatch:

@@ -12,11 +12,12 @@ from kombu import Producer
 from clusterui.celery import app
 from clusterui.ingest import deadletter
 from clusterui.ingest.models import IngestBatch, RejectedBatch
-from tests.factories import node_batch
+from tests.factories import node_batch, recent_start
 from tests.faults.harness import held, record
 from tests.services import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+START = recent_start()  # inside raw retention: older samples are refused
 
 
 def gpu_rows() -> tuple[int, int]:
@@ -86,7 +87,7 @@ def test_two_workers_racing_on_the_same_batches_store_each_once(make_worker, bro
     # Both kinds of consumer share the queue: two bulk consumer processes and a Celery worker.
     make_worker(concurrency=2, kind="bulk")
     make_worker(concurrency=2)
-    batches = [node_batch(node=f"gpu-r{n:02d}", seq=s, samples=3, start=1_790_000_000 + s * 30)
+    batches = [node_batch(node=f"gpu-r{n:02d}", seq=s, samples=3, start=START + s * 30)
                for n in range(6) for s in range(1, 6)]
     # Every batch is delivered three times (redeliveries, a replayed spool, a retry).
     with app.producer_or_acquire() as producer:

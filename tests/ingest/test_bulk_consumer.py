@@ -18,18 +18,12 @@ from clusterui.ingest.models import IngestBatch, RejectedBatch
 from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch
-from tests.factories import node_batch
+from tests.factories import node_batch, recent_start
+from tests.services import publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-START = 1_790_000_000.0
-
-
-def publish(*envelopes) -> None:
-    with app.producer_or_acquire() as producer:
-        for envelope in envelopes:
-            app.send_task("clusterui.ingest", args=[envelope], queue="ingest",
-                          producer=producer)
+START = recent_start()
 
 
 def gpu_rows() -> tuple[int, int]:
@@ -44,9 +38,8 @@ def consumer(broker, **kwargs) -> Consumer:
 
 
 def drain(c: Consumer) -> None:
-    while items := c.queue.take(c.max_messages, block_s=0):
-        c.flush(items)
-        c.queue.ack()
+    while c.step(block_s=0):
+        pass
 
 
 def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples):
@@ -163,11 +156,15 @@ def test_a_dead_consumers_messages_come_back_and_are_stored_once(broker, clean_s
     assert survivor.queue.sweep() == 0
     broker.delete(dying.queue.alive_key)  # what expiry does after ttl_s
     assert survivor.queue.sweep() == 10
+    # They come back as suspects, each with one death counted, and are taken one at a time.
+    assert survivor.queue.suspects() == 10 and broker.hlen(survivor.queue.deliveries_key) == 10
+    assert survivor.step(block_s=0) and survivor.totals.messages == 1
     drain(survivor)
     assert survivor.totals.stored == 10 and survivor.totals.duplicates == 10
     assert IngestBatch.objects.count() == 20
     assert gpu_rows() == (160, 160)
     assert broker.llen("ingest") == 0 and survivor.queue.inflight() == 0
+    assert broker.hlen(survivor.queue.deliveries_key) == 0  # counts go once they are stored
 
 
 def test_items_in_flight_are_visible_and_given_back_on_a_clean_stop(broker, clean_samples):
@@ -199,3 +196,122 @@ def test_a_take_is_bounded_by_size_as_well_as_count(broker, clean_samples):
     publish(node_batch(node="gpu-z", seq=7, samples=1, start=START + 70))
     tiny = ReliableQueue(broker, "ingest", max_bytes=1)  # always at least one message
     assert len(tiny.take(100, block_s=0)) == 1
+
+
+def test_any_exception_while_storing_sets_aside_that_batch_alone(broker, clean_samples,
+                                                                 monkeypatch):
+    """Not only database errors: a value the writer cannot encode (the tester's
+    throttle_reasons = 2**63 made COPY raise OverflowError) fails its flush inside the
+    transaction; the flush is retried batch by batch and only that batch is dead-lettered."""
+    from clusterui.ingest import writer
+
+    real = writer._insert_events
+
+    def _insert_events(cur, batch, gpu_ids, batch_id):
+        if batch.node == "gpu-overflow":
+            raise OverflowError("int too big to convert")
+        return real(cur, batch, gpu_ids, batch_id)
+
+    monkeypatch.setattr(writer, "_insert_events", _insert_events)
+    publish(*[node_batch(node=name, samples=2, start=START)
+              for name in ("gpu-o1", "gpu-o2", "gpu-overflow", "gpu-o3")])
+    c = consumer(broker)
+    drain(c)
+    assert sorted(IngestBatch.objects.values_list("node__name", flat=True)) == [
+        "gpu-o1", "gpu-o2", "gpu-o3"]
+    (entry,) = deadletter.entries()
+    assert entry["reason"] == "OverflowError: int too big to convert"
+    assert entry["args"][0]["node"] == "gpu-overflow"  # the envelope, to be re-queued later
+    assert (c.totals.stored, c.totals.dead_lettered) == (3, 1)
+    assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
+    # The consumer goes on: the next flush stores normally.
+    publish(node_batch(node="gpu-o4", samples=2, start=START))
+    drain(c)
+    assert c.totals.stored == 4 and gpu_rows() == (64, 64)
+
+
+def test_any_exception_while_validating_sets_aside_that_message_alone(broker, clean_samples,
+                                                                      monkeypatch):
+    from clusterui.ingest import consumer as consumer_module
+
+    real = consumer_module.validate_batch
+
+    def validate(envelope, **kwargs):
+        if envelope.get("node") == "gpu-bug":
+            raise KeyError("a bug in validation")
+        return real(envelope, **kwargs)
+
+    monkeypatch.setattr(consumer_module, "validate_batch", validate)
+    publish(*[node_batch(node=name, samples=2, start=START)
+              for name in ("gpu-v1", "gpu-bug", "gpu-v2")])
+    c = consumer(broker)
+    drain(c)
+    assert sorted(IngestBatch.objects.values_list("node__name", flat=True)) == [
+        "gpu-v1", "gpu-v2"]
+    (entry,) = deadletter.entries()
+    assert entry["reason"] == "KeyError: 'a bug in validation'"
+    assert entry["args"][0]["node"] == "gpu-bug"
+    assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
+
+
+def test_a_message_that_took_down_max_deliveries_consumers_is_dead_lettered(broker,
+                                                                            clean_samples):
+    """Deaths are counted per message only when a dead consumer's in-flight list is swept;
+    a clean release counts nothing."""
+    publish(node_batch(node="gpu-x", seq=1, samples=1, start=START),
+            node_batch(node="gpu-x", seq=2, samples=1, start=START + 10))
+    sweeper = consumer(broker)
+    # A clean stop: the messages go back to the queue, uncounted.
+    polite = consumer(broker)
+    polite.queue.heartbeat()
+    assert len(polite.queue.take(10, block_s=0)) == 2
+    assert polite.queue.release() == 2
+    assert broker.llen("ingest") == 2 and broker.hlen(sweeper.queue.deliveries_key) == 0
+    # The first consumer to die holds both: both become suspects with one death.
+    doomed = consumer(broker, max_deliveries=3)
+    doomed.queue.heartbeat()
+    poison, good = doomed.queue.take(10, block_s=0)
+    broker.delete(doomed.queue.alive_key)
+    assert sweeper.queue.sweep() == 2 and sweeper.queue.suspects() == 2
+    for deaths in (1, 2):
+        # Taken one at a time: the next consumer holds the poison alone when it dies.
+        doomed = consumer(broker, max_deliveries=3)
+        doomed.queue.heartbeat()
+        taken = doomed.queue.take_suspect()
+        assert taken == (poison, deaths)
+        if deaths == 2:
+            # A clean release of a suspect keeps it a suspect, with its count unchanged.
+            assert doomed.queue.release() == 1
+            assert doomed.queue.take_suspect() == (poison, 2)
+        broker.delete(doomed.queue.alive_key)
+        assert sweeper.queue.sweep() == 1
+    # Three deaths: the next consumer sets it aside instead of storing it; the good one,
+    # which was in flight with it once, is stored.
+    survivor = consumer(broker, max_deliveries=3)
+    drain(survivor)
+    (entry,) = deadletter.entries()
+    assert entry["reason"] == "took down a consumer 3 times"
+    assert entry["args"][0]["agent"]["seq"] == envelope_of(poison)["agent"]["seq"] == 1
+    assert list(IngestBatch.objects.values_list("seq", flat=True)) == [2]
+    assert envelope_of(good)["agent"]["seq"] == 2
+    assert survivor.queue.suspects() == 0 and survivor.queue.inflight() == 0
+    assert broker.hlen(survivor.queue.deliveries_key) == 0
+
+
+def test_given_back_messages_keep_their_order(broker, clean_samples):
+    """A release or a sweep puts messages back oldest next out, as they were queued."""
+    publish(*[node_batch(node="gpu-o", seq=s, samples=1, start=START + s * 10)
+              for s in range(1, 5)])
+    q = ReliableQueue(broker, "ingest")
+    q.heartbeat()
+    assert len(q.take(10, block_s=0)) == 4
+    q.release()
+    q.heartbeat()
+    assert [envelope_of(m)["agent"]["seq"] for m in q.take(10, block_s=0)] == [1, 2, 3, 4]
+    broker.delete(q.alive_key)
+    assert ReliableQueue(broker, "ingest").sweep() == 4
+    seqs = []
+    while taken := q.take_suspect():
+        seqs.append(envelope_of(taken[0])["agent"]["seq"])
+        q.ack()
+    assert seqs == [1, 2, 3, 4]

@@ -13,6 +13,8 @@ from clusterui.ingest.models import IngestBatch, RejectedBatch
 from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.silence import alert_silent_nodes
 from clusterui.ingest.tasks import ingest_envelope
+from clusterui.ingest.validate import validate_batch
+from clusterui.ingest.writer import store_batch
 from clusterui.inventory.models import Node
 from tests.factories import node_batch
 
@@ -75,8 +77,18 @@ def test_admins_are_emailed_once_when_a_node_goes_silent(settings):
     settings.ADMINS = [("Ops", "ops@example.org")]
     settings.NODE_SILENT_AFTER_S = 120
     now = timezone.now()
-    ingest_envelope(node_batch(node="gpu-quiet", samples=1, start=now.timestamp() - 600))
-    ingest_envelope(node_batch(node="gpu-live", samples=1, start=now.timestamp() - 20))
+
+    def arrives(envelope, at: dt.datetime):
+        store_batch(validate_batch(envelope, now=at.timestamp()), received_at=at)
+
+    # Silence is judged on when batches arrive: gpu-quiet's last one came 10 minutes ago;
+    # gpu-backfill's data is an hour old but its batches are arriving now (it is
+    # back-filling), so it is not silent.
+    arrives(node_batch(node="gpu-quiet", samples=1, start=now.timestamp() - 600),
+            now - dt.timedelta(seconds=590))
+    arrives(node_batch(node="gpu-live", samples=1, start=now.timestamp() - 20),
+            now - dt.timedelta(seconds=10))
+    arrives(node_batch(node="gpu-backfill", samples=1, start=now.timestamp() - 3600), now)
 
     assert alert_silent_nodes(now) == ["gpu-quiet"]
     assert alert_silent_nodes(now + dt.timedelta(minutes=1)) == []  # once per silence
@@ -87,8 +99,9 @@ def test_admins_are_emailed_once_when_a_node_goes_silent(settings):
     assert message.alternatives[0][1] == "text/html"
 
     # gpu-quiet reports again, then both fall silent: one new email names both.
-    ingest_envelope(node_batch(node="gpu-quiet", seq=2, samples=1, start=now.timestamp() + 10))
+    arrives(node_batch(node="gpu-quiet", seq=2, samples=1, start=now.timestamp() + 10),
+            now + dt.timedelta(seconds=20))
     later = now + dt.timedelta(minutes=5)
-    assert alert_silent_nodes(later) == ["gpu-live", "gpu-quiet"]
-    assert mail.outbox[1].subject == "2 nodes have gone silent — ClusterUI"
+    assert alert_silent_nodes(later) == ["gpu-backfill", "gpu-live", "gpu-quiet"]
+    assert mail.outbox[1].subject == "3 nodes have gone silent — ClusterUI"
     assert Node.objects.get(name="gpu-quiet").silent_alerted_at == later

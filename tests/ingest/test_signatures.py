@@ -1,7 +1,12 @@
-"""Ingest authentication: each cluster has a key and a batch carries the HMAC of its
-envelope. Unsigned or wrongly signed batches are refused and counted."""
+"""Ingest authentication: each cluster has a key, each node signs with the key derived
+from it for its own name, and a batch carries the HMAC of its envelope. Unsigned or wrongly
+signed batches are refused and counted. (What a node key may write: ``test_identity.py``.)"""
+
+import io
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import override_settings
 from django.utils import timezone
 
@@ -9,11 +14,17 @@ from clusterui.ingest.auth import forget_keys
 from clusterui.ingest.models import IngestBatch, IngestKey, RejectedBatch
 from clusterui.ingest.tasks import ingest_envelope
 from collectors import signing
+from collectors.config import Config, ConfigError
 from collectors.transport import CelerySender
 from tests.factories import node_batch
 from tests.services import wait_for
 
 SECRET = "k3y-for-the-test-cluster-0123456789"
+NODE = "gpu-t001"  # node_batch's default node
+
+
+def node_key(secret: str = SECRET, node: str = NODE) -> str:
+    return signing.derive_node_key(secret, "test", node)
 
 
 @pytest.fixture(autouse=True)
@@ -34,32 +45,92 @@ def test_a_signature_covers_every_value_of_the_envelope():
 @pytest.mark.django_db
 def test_a_cluster_with_a_key_accepts_only_batches_signed_with_it():
     IngestKey.objects.create(cluster="test", key_id="test-1", secret=SECRET)
-    good = signing.sign(node_batch(seq=1), "test-1", SECRET)
-    wrong = signing.sign(node_batch(seq=2), "test-1", "not-the-secret-at-all")
+    good = signing.sign(node_batch(seq=1), "test-1", node_key())
+    wrong = signing.sign(node_batch(seq=2), "test-1", node_key("not-the-secret-at-all"))
     unsigned = node_batch(seq=3)
-    unknown = signing.sign(node_batch(seq=4), "test-9", SECRET)
+    unknown = signing.sign(node_batch(seq=4), "test-9", node_key())
+    cluster_wide = signing.sign(node_batch(seq=5), "test-1", SECRET)
 
     assert ingest_envelope(good).gpu_samples == 24
-    for batch in (wrong, unsigned, unknown):
+    for batch in (wrong, unsigned, unknown, cluster_wide):
         assert ingest_envelope(batch) is None
     assert list(IngestBatch.objects.values_list("seq", flat=True)) == [1]
     assert sorted(RejectedBatch.objects.values_list("reason", flat=True)) == [
-        "signature: does not match (key id 'test-1'): altered or wrong key",
+        "signature: does not match (node key of 'gpu-t001', key id 'test-1'): altered, or not "
+        "signed with this node's own key",
+        "signature: key id 'test-1' accepts only node keys (alg 'hmac-sha256-node'); its "
+        "cluster-wide signatures are turned off",
         "signature: key id 'test-9' is not an active key of this cluster",
         "signature: missing (this cluster requires signed batches)",
     ]
 
 
 @pytest.mark.django_db
+def test_cluster_wide_signatures_are_accepted_only_while_the_key_allows_them():
+    out = io.StringIO()
+    call_command("ingest_key", "create", "test", "--key-id", "test-1", "--secret", SECRET,
+                 "--allow-cluster-signatures", stdout=out, stderr=io.StringIO())
+    assert ingest_envelope(signing.sign(node_batch(seq=1), "test-1", SECRET))
+    assert ingest_envelope(signing.sign(node_batch(seq=2), "test-1", node_key()))
+    # Every node has its own key now: the cluster secret alone no longer signs.
+    call_command("ingest_key", "cluster-signatures", "test", "test-1", "off", stdout=out)
+    forget_keys()  # workers re-read keys within 30 s; the test does not wait
+    assert ingest_envelope(signing.sign(node_batch(seq=3), "test-1", SECRET)) is None
+    assert ingest_envelope(signing.sign(node_batch(seq=4), "test-1", node_key()))
+    call_command("ingest_key", "cluster-signatures", "test", "test-1", "on", stdout=out)
+    forget_keys()
+    assert ingest_envelope(signing.sign(node_batch(seq=5), "test-1", SECRET))
+    assert sorted(IngestBatch.objects.values_list("seq", flat=True)) == [1, 2, 4, 5]
+    with pytest.raises(CommandError, match="no active key 'test-9'"):
+        call_command("ingest_key", "cluster-signatures", "test", "test-9", "off")
+
+
+@pytest.mark.django_db
+def test_ingest_key_derive_prints_the_node_key_the_server_checks():
+    out = io.StringIO()
+    call_command("ingest_key", "create", "test", stdout=out, stderr=io.StringIO())
+    created = dict(line.split("=", 1) for line in out.getvalue().split())
+    key = IngestKey.objects.get()
+    assert (key.key_id, key.secret, key.allow_cluster_signatures) == (
+        created["ingest_key_id"], created["ingest_key"], False)  # new keys: node keys only
+    out = io.StringIO()
+    call_command("ingest_key", "derive", "test", "gpu-t001", stdout=out)
+    derived = dict(line.split("=", 1) for line in out.getvalue().split())
+    assert derived == {"cluster": "test", "node": "gpu-t001", "ingest_key_id": "test-1",
+                       "ingest_key": signing.derive_node_key(key.secret, "test", "gpu-t001")}
+    assert ingest_envelope(signing.sign(node_batch(), derived["ingest_key_id"],
+                                        derived["ingest_key"]))
+    with pytest.raises(CommandError, match="no active key 'test-7'"):
+        call_command("ingest_key", "derive", "test", "gpu-t001", "--key-id", "test-7")
+    with pytest.raises(CommandError, match="must not start with 'cuin1.'"):
+        call_command("ingest_key", "create", "test", "--secret", derived["ingest_key"])
+
+
+def test_the_collector_config_takes_a_node_key(tmp_path):
+    key = node_key()
+    config = Config.load(None, {"CLUSTERUI_INGEST_KEY_ID": "test-1", "CLUSTERUI_INGEST_KEY": key,
+                                "CLUSTERUI_NODE": NODE})
+    assert config.signing_key() == ("test-1", key)
+    batch = signing.sign(node_batch(), *config.signing_key())
+    assert batch["signature"] == {"key_id": "test-1", "alg": "hmac-sha256-node", "node": NODE,
+                                  "hmac": signing.digest(batch, key)}
+    (tmp_path / "ingest.key").write_text(key[:-3] + "\n")  # cut short in a copy and paste
+    cut = Config.load(None, {"CLUSTERUI_INGEST_KEY_ID": "test-1",
+                             "CLUSTERUI_INGEST_KEY_FILE": str(tmp_path / "ingest.key")})
+    with pytest.raises(ConfigError, match="ingest_key: not a whole node key"):
+        cut.signing_key()
+
+
+@pytest.mark.django_db
 def test_rotating_a_key_accepts_both_until_the_old_one_is_revoked():
     old = IngestKey.objects.create(cluster="test", key_id="test-1", secret=SECRET)
     IngestKey.objects.create(cluster="test", key_id="test-2", secret=SECRET[::-1])
-    assert ingest_envelope(signing.sign(node_batch(seq=1), "test-1", SECRET))
-    assert ingest_envelope(signing.sign(node_batch(seq=2), "test-2", SECRET[::-1]))
+    assert ingest_envelope(signing.sign(node_batch(seq=1), "test-1", node_key()))
+    assert ingest_envelope(signing.sign(node_batch(seq=2), "test-2", node_key(SECRET[::-1])))
     old.revoked_at = timezone.now()
     old.save()
     forget_keys()  # workers re-read keys within 30 s; the test does not wait
-    assert ingest_envelope(signing.sign(node_batch(seq=3), "test-1", SECRET)) is None
+    assert ingest_envelope(signing.sign(node_batch(seq=3), "test-1", node_key())) is None
     assert sorted(IngestBatch.objects.values_list("seq", "key_id")) == [(1, "test-1"),
                                                                          (2, "test-2")]
 
@@ -76,15 +147,34 @@ def test_unsigned_batches_from_a_cluster_without_a_key_are_refused_when_required
 def test_the_collector_signs_and_a_real_worker_verifies(make_worker, broker_url):
     IngestKey.objects.create(cluster="test", key_id="test-1", secret=SECRET)
     make_worker(extra_env={"INGEST_REQUIRE_SIGNATURE": "1"})
-    signed = CelerySender(broker_url, signing_key=("test-1", SECRET))
+    signed = CelerySender(broker_url, signing_key=("test-1", node_key()))
     unsigned = CelerySender(broker_url)
     try:
         signed.send(node_batch(seq=1))
         unsigned.send(node_batch(seq=2))
         signed.send(node_batch(node="gpu-t002", cluster="other", seq=1))  # no key, required
+        signed.send(node_batch(node="gpu-t002", seq=1))  # gpu-t001's key: not gpu-t002's
     finally:
         signed.close()
         unsigned.close()
-    wait_for(lambda: RejectedBatch.objects.count() == 2, timeout=30, what="two refusals")
+    wait_for(lambda: RejectedBatch.objects.count() == 3, timeout=30, what="three refusals")
     wait_for(lambda: IngestBatch.objects.count() == 1, timeout=30, what="the signed batch")
     assert IngestBatch.objects.get().seq == 1
+
+
+def test_the_simulator_signs_each_node_with_its_own_key(tmp_path):
+    from collectors.sim.cluster import ClusterSim
+
+    sim = ClusterSim(nodes=2, gpus_per_node=2, seed=3, start=1_790_000_000.0,
+                     root_dir=str(tmp_path), cluster="test", interval=10)
+    try:
+        sim.step(1_790_000_000.0)
+        batches = sim.flush()
+    finally:
+        sim.close()
+    sign = signing.node_signer("test-1", SECRET)
+    assert len({b["node"] for b in batches}) == 2
+    for batch in map(sign, batches):
+        assert batch["signature"]["node"] == batch["node"]
+        assert signing.verify(batch, {"test-1": SECRET}, cluster_wide=()) is None
+        assert batch["signature"]["hmac"] == signing.digest(batch, node_key(node=batch["node"]))

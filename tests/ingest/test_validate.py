@@ -73,7 +73,7 @@ def test_one_bad_value_refuses_that_sample_only(value, reason):
     ("column", "value", "reason"),
     [
         (0, NOW + 3600, "gpu_samples: ts is more than 300 s in the future"),
-        (0, 12.0, "gpu_samples: ts is before 2000-01-01"),
+        (0, 12.0, "gpu_samples: ts is older than raw retention (RAW_RETENTION_DAYS=14)"),
         (0, None, "gpu_samples: ts must be a finite number of Unix seconds"),
         (1, 7, "gpu_samples: gpu refers to no entry of this batch's inventory"),
         (1, "0", "gpu_samples: gpu must be an integer index, got str"),

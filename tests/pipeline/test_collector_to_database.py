@@ -10,11 +10,13 @@ from clusterui.inventory.models import Gpu, Node
 from clusterui.jobs.models import Job
 from collectors.sim.cluster import ClusterSim
 from collectors.transport import CelerySender, Shipper, Spool
+from tests.factories import recent_start
 from tests.services import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-START = 1_790_000_000.0  # a fixed simulated start: the run is deterministic
+# An hour-aligned start a few hours ago (inside raw retention): the run is deterministic.
+START = recent_start()
 
 
 def stored(table: str) -> int:
