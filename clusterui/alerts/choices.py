@@ -27,7 +27,6 @@ CATEGORY_HELP = {
     FindingKind.IDLE_GPU: "Some GPUs of a job do (almost) nothing while others work.",
     FindingKind.COMM_BOUND: "A multi-GPU job waits on NIC or NVLink traffic.",
     FindingKind.INPUT_BOUND: "GPUs wait while the job's CPUs are saturated (data loading).",
-    FindingKind.BUSY_NOT_BUSY: "NVML reports the GPU busy but its SMs are nearly idle.",
     FindingKind.THROTTLING: "GPU clocks are held down by temperature or power limits.",
     FindingKind.GPU_ERRORS: "The GPU driver reported errors (Xid) on a job's GPUs.",
     DIGEST: "The administrators' daily summary: top waste and open findings.",

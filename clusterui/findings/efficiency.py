@@ -4,10 +4,12 @@ Each detector pass adds the job's new samples (``slices.add_gpu_samples`` /
 ``add_job_samples``) to running totals kept in ``JobEfficiency.accum``; the figures are then
 recomputed from those totals, so a pass costs the new samples, not the job's whole history.
 
-- Window: from the job's start, or its first sample when its start predates our data (less
-  one sampling interval: a sample stands for the interval before it), to its newest sample.
-- GPU-hours allocated: allocated GPUs x the window's wall time. Used: each GPU's mean "busy"
-  x the wall time, where busy is GPM SM activity where the GPU reports it and NVML
+- Window: from the job's start as the scheduler reported it (``Job.started_at``), or, when
+  that is unknown, its first sample (less one sampling interval: a sample stands for the
+  interval before it), to its newest sample.
+- GPU-hours allocated: allocated GPUs x the window's wall time, from the job's start even
+  when our first sample came later (the GPUs were held all along). Used: each GPU's mean
+  "busy" over its samples x the wall time (the samples stand for the whole run), where busy is GPM SM activity where the GPU reports it and NVML
   utilization otherwise (``util_source`` says which). Wasted: allocated - used. A GPU that
   sent no sample in the window counts as allocated and not used.
 - Per GPU: mean, p10 and p90 of busy (percentile_cont over a 1 %-bin histogram: exact for
@@ -104,6 +106,15 @@ def _source(sm_n: int, busy_n: int) -> str:
     return UtilSource.SM_ACTIVE if sm_n >= 0.9 * busy_n else UtilSource.MIXED
 
 
+def data_start(eff, interval_s: float) -> dt.datetime | None:
+    """When the job's data begins: its first sample, less one sampling interval."""
+    firsts = [a["first_ts"] for a in eff.accum.get("gpus", {}).values() if a["first_ts"]]
+    if not firsts:
+        return None
+    return (min(dt.datetime.fromisoformat(f) for f in firsts)
+            - dt.timedelta(seconds=interval_s))
+
+
 def compute(eff, *, started_at: dt.datetime | None, interval_s: float, gpus: list,
             cpus_per_node: int | None, nodes: int) -> None:
     """Set ``eff``'s figures from ``eff.accum``. ``gpus``: the job's ``GpuInfo`` list."""
@@ -113,9 +124,10 @@ def compute(eff, *, started_at: dt.datetime | None, interval_s: float, gpus: lis
     lasts = [dt.datetime.fromisoformat(a["last_ts"]) for a in acc_gpus.values() if a["last_ts"]]
     if not firsts:
         return
-    start = min(firsts) - dt.timedelta(seconds=interval_s)
-    if started_at is not None and started_at > start:
-        start = started_at
+    # The GPUs were the job's from its start as the scheduler reported it, whenever our
+    # first sample came; only a job whose start is unknown counts from its first sample.
+    start = started_at if started_at is not None else (
+        min(firsts) - dt.timedelta(seconds=interval_s))
     end = max(lasts)
     wall_h = max(0.0, (end - start).total_seconds()) / 3600.0
     eff.window_start, eff.window_end = start, end

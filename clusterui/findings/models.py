@@ -126,6 +126,10 @@ class JobEfficiency(models.Model):
     through = models.DateTimeField(null=True)
     accum = models.JSONField(default=dict)
     finalized_at = models.DateTimeField(null=True)
+    # The data time up to which the window detectors last judged the job; null while it has
+    # never been judged (inside its grace period, too few samples, ended too early): its
+    # page must then not say that nothing was found.
+    judged_at = models.DateTimeField(null=True)
 
     class Meta:
         indexes = [

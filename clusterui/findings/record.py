@@ -12,6 +12,9 @@ keeps one finding instead of a new one, and a new email, every few minutes.
 import datetime as dt
 from dataclasses import dataclass, field
 
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
+
 from clusterui.findings import bulk
 from clusterui.findings.choices import FindingState, Severity
 from clusterui.findings.detectors.base import Decision
@@ -82,7 +85,10 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: 
                 continue
             if Severity(d.severity).rank > Severity(found.severity).rank:
                 found.severity = d.severity
-            found.window_start, found.window_end, found.last_seen = window_start, v.end, v.end
+            # Never back in time: a final pass judges up to the job's end, which the
+            # scheduler may report before data already judged (opened <= updated <= closed).
+            found.window_start, found.window_end = window_start, v.end
+            found.last_seen = max(v.end, found.last_seen)
             found.evidence, found.wasted_gpu_hours = d.evidence, d.wasted_gpu_hours
             found.title, found.explanation = d.title[:200], d.explanation
             found.suggestion, found.gpu_id = d.suggestion, d.gpu_id
@@ -98,7 +104,9 @@ def close_for_jobs(ended: dict[int, dt.datetime]) -> int:
     """Close every open finding of jobs that ended (at their end): the condition is over."""
     closed = 0
     for job_id, end in ended.items():
+        # At the job's end, or when the finding was last updated if that was later (the
+        # end the scheduler reported can precede the last data judged): never before it.
         closed += Finding.objects.filter(job_id=job_id, state=FindingState.OPEN).update(
-            state=FindingState.CLOSED, closed_at=end
+            state=FindingState.CLOSED, closed_at=Greatest(Value(end), F("last_seen"))
         )
     return closed

@@ -33,9 +33,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusterui.findings import bulk, efficiency, record, slices, usage_rollup
-from clusterui.findings.choices import FindingKind
-from clusterui.findings.detectors import WINDOW_DETECTORS, gpu_errors
-from clusterui.findings.models import JobEfficiency
+from clusterui.findings.choices import FindingKind, FindingState
+from clusterui.findings.detectors import RETIRED_KINDS, WINDOW_DETECTORS, gpu_errors
+from clusterui.findings.models import Finding, JobEfficiency
 from clusterui.findings.thresholds import Thresholds
 from clusterui.findings.window import GpuEventRow, GpuInfo, JobWindow, read_windows
 from clusterui.inventory.choices import NicKind
@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 LOCK_KEY = zlib.crc32(b"clusterui.findings.run_detectors")
 DEFAULT_INTERVAL_S = 10.0
 CATCH_UP_S = 900  # jobs with more new data than this go in their own statements
-WINDOW_KINDS = {d.KIND for d in WINDOW_DETECTORS}
+# The retired kinds are judged (never decided): a finding of theirs still open closes.
+WINDOW_KINDS = {d.KIND for d in WINDOW_DETECTORS} | RETIRED_KINDS
 
 
 @dataclass
@@ -168,8 +169,10 @@ def _plan(job: Job, gpus: list[GpuInfo], nodes: dict[int, tuple], first: dt.date
     node_ids = sorted({g.node_id for g in gpus})
     interval = max((nodes[n][1] or DEFAULT_INTERVAL_S) for n in node_ids)
     seen = [nodes[n][0] for n in node_ids]
-    live = [s for s in seen if (now - s).total_seconds() <= settings.NODE_SILENT_AFTER_S]
-    # Every node that still reports has sent its data up to here.
+    # A node still reports while its batches keep *arriving* (a node replaying its spool
+    # sends old data and is not done); every such node has sent its data up to its seen.
+    live = [nodes[n][0] for n in node_ids
+            if (now - nodes[n][2]).total_seconds() <= settings.NODE_SILENT_AFTER_S]
     t1 = min(now - dt.timedelta(seconds=t.settle_s), min(live) if live else max(seen))
     final, end = False, None
     if job.state == JobState.ENDED:
@@ -222,9 +225,10 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
     result.jobs = len(jobs)
     gpus_of = _load_gpus([j.id for j in jobs])
     node_ids = {g.node_id for gs in gpus_of.values() for g in gs}
-    nodes = {n: (seen, interval) for n, seen, interval in
-             Node.objects.filter(id__in=node_ids).values_list("id", "last_seen",
-                                                              "sample_interval_s")}
+    nodes = {n: (seen, interval, heard or seen) for n, seen, interval, heard in
+             Node.objects.filter(id__in=node_ids).values_list(
+                 "id", "last_seen", "sample_interval_s", "reported_at")}
+    _reopen_revived(jobs)
     fabric = _fabric(node_ids)
     fresh = [j for j in jobs if gpus_of.get(j.id) and getattr(j, "efficiency", None) is None]
     firsts = slices.first_samples([(j.id, g.gpu_id, _first_from(j))
@@ -266,6 +270,22 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
     usage_rollup.fold()
 
 
+def _reopen_revived(jobs: list[Job]) -> None:
+    """A job finalized when it fell silent whose data then came (a spool replayed after an
+    outage: ingest sets it running again) is judged on, not judged anew: the findings its
+    finalization closed are open again, and it will be finalized again at its real end."""
+    for job in jobs:
+        eff = getattr(job, "efficiency", None)
+        if job.state != JobState.RUNNING or eff is None or eff.finalized_at is None:
+            continue
+        if eff.through is not None:
+            Finding.objects.filter(job=job, state=FindingState.CLOSED,
+                                   closed_at__gte=eff.through).update(
+                state=FindingState.OPEN, closed_at=None)
+        eff.finalized_at = None
+        JobEfficiency.objects.filter(pk=eff.pk).update(finalized_at=None)
+
+
 def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
            ) -> list[record.Verdict]:
     windows, event_start, judgeable = [], {}, {}
@@ -273,7 +293,8 @@ def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
         t1 = p.work.t1
         # Not inside the grace period, not older than the window, not before our data.
         span_start = max(p.start + dt.timedelta(seconds=t.grace_s),
-                         t1 - dt.timedelta(seconds=t.window_s), p.eff.window_start)
+                         t1 - dt.timedelta(seconds=t.window_s),
+                         efficiency.data_start(p.eff, p.interval_s) or p.eff.window_start)
         w = JobWindow(
             job_id=p.job.id, start=slices.minute_ceil(span_start), end=t1,
             gpus_allocated=len(gpus_of[p.job.id]), nodes=len(p.work.nodes),
@@ -290,7 +311,7 @@ def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
         for g in w.gpus:
             if g.free_clock_max_mhz and g.free_clock_max_mhz > reference.get(g.model, 0):
                 reference[g.model] = g.free_clock_max_mhz
-    verdicts = []
+    verdicts, judged = [], []
     per_gpu_waste = {p.job.id: {u: e.get("wasted_gpu_hours", 0.0)
                                 for u, e in p.eff.per_gpu.items()} for p in plans}
     for w in windows:
@@ -302,6 +323,7 @@ def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
                            else None, kinds={FindingKind.GPU_ERRORS}, end=w.end)
         if judgeable[w.job_id] and w.gpus and w.min_gpu_samples() >= t.min_samples:
             result.judged += 1
+            judged.append(w)
             v.kinds |= WINDOW_KINDS
             for detector in WINDOW_DETECTORS:
                 decision = detector.detect(w, t)
@@ -311,6 +333,10 @@ def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
         if decision is not None:
             v.decisions[decision.kind] = (decision, event_start[w.job_id])
         verdicts.append(v)
+    effs = {p.job.id: p.eff for p in plans}
+    for w in judged:
+        effs[w.job_id].judged_at = w.end
+    bulk.update_rows([effs[w.job_id] for w in judged], ["judged_at"])
     return verdicts
 
 

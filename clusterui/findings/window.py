@@ -71,6 +71,13 @@ class GpuWindow:
     free_clock_max_mhz: float | None = None
     wasted_gpu_hours: float = 0.0  # since the job started (from its efficiency)
 
+    @property
+    def activity(self) -> float | None:
+        """What the GPU did, as waste is judged: GPM SM activity where the GPU reported
+        it, NVML utilization only where GPM is missing. NVML utilization is the share of
+        time *a* kernel ran, however few SMs it used: a stream of tiny kernels reads 99 %."""
+        return self.sm_mean if self.sm_mean is not None else self.util_mean
+
 
 @dataclass
 class GpuEventRow:
@@ -123,6 +130,12 @@ class JobWindow:
     @property
     def busy_mean(self) -> float | None:
         return self._mean("busy_mean")
+
+    @property
+    def activity_mean(self) -> float | None:
+        """The GPUs' ``activity`` (SM activity, NVML utilization where GPM is missing),
+        sample-weighted."""
+        return self._mean("activity")
 
     @property
     def busy_source(self) -> str:

@@ -8,18 +8,22 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from clusterui.inventory.models import Node
+from clusterui.inventory.models import Node, heard_at
 
 log = logging.getLogger(__name__)
 FORGET_AFTER = dt.timedelta(days=7)  # a node silent this long is decommissioned, not news
 
 
 def silent_nodes(now: dt.datetime | None = None):
+    """Nodes whose last batch *arrived* over ``NODE_SILENT_AFTER_S`` ago. Arrival, not data
+    time: a node back-filling its history or replaying its spool sends old samples and is
+    not silent. (Nodes with no arrival time recorded yet are judged on their data time.)"""
     now = now or timezone.now()
-    return Node.objects.select_related("cluster").filter(
-        last_seen__lt=now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S),
-        last_seen__gte=now - FORGET_AFTER,
-    ).order_by("cluster__name", "name")
+    silent_since = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    return Node.objects.select_related("cluster").annotate(
+        heard=heard_at(),
+    ).filter(heard__lt=silent_since, heard__gte=now - FORGET_AFTER).order_by(
+        "cluster__name", "name")
 
 
 def alert_silent_nodes(now: dt.datetime | None = None) -> list[str]:
@@ -28,7 +32,7 @@ def alert_silent_nodes(now: dt.datetime | None = None) -> list[str]:
     never announce the same silence."""
     now = now or timezone.now()
     fresh = silent_nodes(now).filter(
-        Q(silent_alerted_at__isnull=True) | Q(silent_alerted_at__lt=F("last_seen")))
+        Q(silent_alerted_at__isnull=True) | Q(silent_alerted_at__lt=F("heard")))
     claimed = []
     for node in fresh:
         previous = node.silent_alerted_at
@@ -44,8 +48,8 @@ def alert_silent_nodes(now: dt.datetime | None = None) -> list[str]:
                     ", ".join(n.name for n, _ in claimed))
         return [n.name for n, _ in claimed]
     context = {
-        "nodes": [{"name": n.name, "cluster": n.cluster.name, "last_seen": n.last_seen,
-                   "silent_for": now - n.last_seen} for n, _ in claimed],
+        "nodes": [{"name": n.name, "cluster": n.cluster.name, "last_seen": n.heard,
+                   "silent_for": now - n.heard} for n, _ in claimed],
         "silent_after_s": settings.NODE_SILENT_AFTER_S,
         "health_url": settings.SITE_URL + "/ingest/health/",
     }

@@ -5,6 +5,7 @@ that every batch carries; nothing here is edited by hand.
 """
 
 from django.db import models
+from django.db.models.functions import Coalesce
 
 from clusterui.inventory.choices import NicKind
 
@@ -31,7 +32,12 @@ class Node(models.Model):
     # When the admins were told this node went silent (cleared by its next batch's data).
     silent_alerted_at = models.DateTimeField(null=True, blank=True)
     first_seen = models.DateTimeField()
+    # Data time: the newest sample the node has sent (a back-fill moves it into the past).
     last_seen = models.DateTimeField()
+    # Arrival time: when its newest batch reached the server. "Silent" and "still
+    # delivering" are judged on this, never on data time (a node replaying its spool sends
+    # old data and is anything but silent).
+    reported_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["cluster__name", "name"]
@@ -42,6 +48,18 @@ class Node(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def heard_at(self):
+        """When the node was last heard from: its newest batch's arrival (its data time
+        for rows from before arrival times were kept). "Silent" is judged on this."""
+        return self.reported_at or self.last_seen
+
+
+def heard_at(prefix: str = ""):
+    """``Node.heard_at`` in a query; ``prefix`` reaches the node through a relation
+    (``"node__"``)."""
+    return Coalesce(f"{prefix}reported_at", f"{prefix}last_seen")
 
 
 class Gpu(models.Model):

@@ -2,17 +2,37 @@ import datetime as dt
 
 from celery import shared_task
 from django.conf import settings
-from django.db.models import F
+from django.db import connection
 from django.utils import timezone
-
-from clusterui.jobs.choices import JobState
-from clusterui.jobs.models import Job
 
 
 @shared_task(name="clusterui.jobs.close_stale_jobs", ignore_result=True)
-def close_stale_jobs() -> int:
-    """End the jobs no collector has reported for a while: their end is their last sample."""
-    cutoff = timezone.now() - dt.timedelta(seconds=settings.JOB_STALE_AFTER_S)
-    return Job.objects.filter(state=JobState.RUNNING, last_seen__lt=cutoff).update(
-        state=JobState.ENDED, ended_at=F("last_seen")
-    )
+def close_stale_jobs(now: dt.datetime | None = None) -> int:
+    """End the jobs no collector has reported for ``JOB_STALE_AFTER_S``: their end is their
+    newest sample.
+
+    "Reported" is arrival time (``Job.reported_at``), not data time: a job whose history is
+    still arriving (a back-fill, a collector replaying its spool after an outage) has old
+    data but is being reported, and ending it there would judge it on a sliver. Jobs that
+    never had an arrival time recorded fall back to their data time.
+    """
+    cutoff = (now or timezone.now()) - dt.timedelta(seconds=settings.JOB_STALE_AFTER_S)
+    # Ingest writes a job's last_seen every minute of data; its last samples may be newer. Its
+    # GPUs' raw rows after last_seen hold them (an index range of seconds per GPU).
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            UPDATE jobs_job j SET state = 'ended', ended_at = x.last, last_seen = x.last
+            FROM (SELECT j2.id, GREATEST(j2.last_seen, (
+                      SELECT max(s.ts) FROM jobs_jobgpu a
+                      JOIN telemetry_gpusample s ON s.gpu_id = a.gpu_id AND s.ts > j2.last_seen
+                      WHERE a.job_id = j2.id AND s.job_id = j2.id)) AS last
+                  FROM jobs_job j2
+                  WHERE j2.state = 'running'
+                    AND (j2.reported_at < %(cutoff)s
+                         OR (j2.reported_at IS NULL AND j2.last_seen < %(cutoff)s))) x
+            WHERE j.id = x.id AND j.state = 'running'
+            """,
+            {"cutoff": cutoff},
+        )
+        return cur.rowcount

@@ -16,7 +16,8 @@ them so a long range reads a few rows per NIC instead of every sample:
    due hours and what the rollups cannot answer: a sample is counted once either way.
 
 Rollup columns: ``n`` samples; per metric ``<m>_avg`` (over the samples where it is not
-null), ``<m>_max``, ``<m>_min``, in double precision like the raw columns.
+null), ``<m>_max``, ``<m>_min``, in double precision like the raw columns, and ``<m>_n``
+(how many samples reported it: NULL when all ``n`` did; migration ``0006``).
 """
 
 import datetime as dt
@@ -33,8 +34,12 @@ from clusterui.telemetry.metrics import (
 
 HOUR = dt.timedelta(hours=1)
 ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-_COLS = ", ".join(f"{m}_{a}" for m in NIC_METRIC_NAMES for a in ("avg", "max", "min"))
-_AGGS = ", ".join(f"{a}({m})" for m in NIC_METRIC_NAMES for a in ("avg", "max", "min"))
+_COLS = ", ".join([f"{m}_{a}" for m in NIC_METRIC_NAMES for a in ("avg", "max", "min")]
+                  + [f"{m}_n" for m in NIC_METRIC_NAMES])
+# ``<m>_n``: the samples that reported the metric, NULL when all of them did (``series``
+# weights the average by it when it combines buckets).
+_AGGS = ", ".join([f"{a}({m})" for m in NIC_METRIC_NAMES for a in ("avg", "max", "min")]
+                  + [f"NULLIF(count({m}), count(*))" for m in NIC_METRIC_NAMES])
 
 _DELETE = """
 DELETE FROM {table} r

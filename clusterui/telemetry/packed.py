@@ -9,14 +9,19 @@ samples back from both tiers. Compaction calls it inside its
 transaction; a benchmark can call it directly to fill a database (``replace=False`` skips
 the deletes on an empty one).
 
-Rollup columns (``migrations/0003``): ``n`` samples; for each gauge ``<m>_avg`` (over the
-samples where it is not null), ``<m>_max``, ``<m>_min``; ``throttle_reasons_or`` (bit_or);
-``energy_j_min``/``_max``/``_last``. Job rollups, per job and bucket over the job's GPUs:
+Rollup columns (``migrations/0003``, ``0006``): ``n`` samples; for each gauge ``<m>_avg``
+(over the samples where it is not null), ``<m>_n`` (how many those were: NULL when all ``n``
+were), ``<m>_max``, ``<m>_min``; ``throttle_reasons_or`` (bit_or);
+``energy_j_min``/``_max``/``_last``. Whoever combines rollup rows weights ``<m>_avg`` by
+``COALESCE(<m>_n, n)``, never by ``n``: a metric missing from some samples (GPM's first
+reading, intermittent GPM) would otherwise count the samples that lacked it.
+Job rollups, per job and bucket over the job's GPUs:
 ``gpus``, ``samples``, ``gpu_s`` (GPU-seconds covered: samples x the node's sampling
-interval, at most the bucket per GPU), ``util_pct``/``sm_active_pct``/``busy_pct``
-(sample-weighted means; busy is SM activity where reported, NVML utilization otherwise),
-``power_w`` (each GPU's mean power over the bucket, summed over the GPUs) and
-``mem_used_max_mib``.
+interval, at most the bucket per GPU), ``util_pct``/``sm_active_pct``/``busy_pct`` (means
+over the samples that reported them, with ``util_n``/``sm_active_n``/``busy_n``, NULL when
+all ``samples`` did; busy is a GPU-minute's SM activity where any of its samples reported
+it, NVML utilization otherwise), ``power_w`` (each GPU's mean power over the bucket, summed
+over the GPUs) and ``mem_used_max_mib``.
 """
 
 import datetime as dt
@@ -103,6 +108,8 @@ def gpu_rollup(blocks: list[tuple[int, codec.Block]], width_s: int, *, by_job: b
         empty = count == 0
         total = np.add.reduceat(np.where(null, 0.0, v), starts)
         cols[f"{m}_avg"] = (total / np.maximum(count, 1), empty)
+        # The samples that reported it, NULL when all n did (migration 0006).
+        cols[f"{m}_n"] = (count, count == n)
         cols[f"{m}_max"] = (np.maximum.reduceat(np.where(null, -np.inf, v), starts), empty)
         cols[f"{m}_min"] = (np.minimum.reduceat(np.where(null, np.inf, v), starts), empty)
     null = nulls["throttle_reasons"][order]
@@ -131,7 +138,7 @@ def _rollup_columns(r: Rollup) -> list:
             kind = "int8"
         elif name.startswith("energy_j"):
             kind = "float8"
-        elif name in int_cols:
+        elif name in int_cols or name.endswith("_n"):
             kind = "int4"
         else:
             kind = "float4"
@@ -150,30 +157,39 @@ WHERE r.gpu_id = u.gpu_id AND r.{col} >= u.start AND r.{col} < u.start + interva
 
 _JOB_ROLLUP_SQL = """
 INSERT INTO {table} (job_id, bucket, gpus, samples, gpu_s, util_pct, sm_active_pct,
-                     busy_pct, power_w, mem_used_max_mib)
+                     busy_pct, power_w, mem_used_max_mib, util_n, sm_active_n, busy_n)
 SELECT job_id, bucket, count(*), sum(n), sum(gpu_s),
        sum(util_s) / NULLIF(sum(util_n), 0), sum(sm_s) / NULLIF(sum(sm_n), 0),
-       sum(busy_s) / NULLIF(sum(busy_n), 0), sum(power), max(mem)
+       sum(busy_s) / NULLIF(sum(busy_n), 0), sum(power), max(mem),
+       NULLIF(sum(util_n), sum(n)), NULLIF(sum(sm_n), sum(n)), NULLIF(sum(busy_n), sum(n))
 FROM (
     SELECT r.job_id, r.gpu_id, date_bin(%(width)s, r.bucket, %(origin)s) AS bucket,
            sum(r.n) AS n,
            sum(LEAST(r.n * COALESCE(nd.sample_interval_s, 10), 60)) AS gpu_s,
-           sum(r.util_pct_avg * r.n) AS util_s,
-           sum(r.n) FILTER (WHERE r.util_pct_avg IS NOT NULL) AS util_n,
-           sum(r.sm_active_pct_avg * r.n) AS sm_s,
-           sum(r.n) FILTER (WHERE r.sm_active_pct_avg IS NOT NULL) AS sm_n,
-           sum(COALESCE(r.sm_active_pct_avg, r.util_pct_avg) * r.n) AS busy_s,
-           sum(r.n) FILTER (WHERE COALESCE(r.sm_active_pct_avg, r.util_pct_avg) IS NOT NULL)
-               AS busy_n,
-           sum(r.power_w_avg * r.n)
-               / NULLIF(sum(r.n) FILTER (WHERE r.power_w_avg IS NOT NULL), 0) AS power,
+           sum(r.util_pct_avg * r.util_k) AS util_s, sum(r.util_k) AS util_n,
+           sum(r.sm_active_pct_avg * r.sm_k) AS sm_s, sum(r.sm_k) AS sm_n,
+           sum(CASE WHEN r.sm_k > 0 THEN r.sm_active_pct_avg * r.sm_k
+                    ELSE r.util_pct_avg * r.util_k END) AS busy_s,
+           sum(CASE WHEN r.sm_k > 0 THEN r.sm_k ELSE r.util_k END) AS busy_n,
+           sum(r.power_w_avg * r.power_k) / NULLIF(sum(r.power_k), 0) AS power,
            max(r.mem_used_mib_max) AS mem
     FROM unnest(%(job)s::int[], %(hour)s::timestamptz[]) AS t(job_id, hour)
-    JOIN telemetry_gpurollup1m r
-      ON r.job_id = t.job_id AND r.bucket >= t.hour AND r.bucket < t.hour + interval '1 hour'
+    JOIN LATERAL (
+        -- Each average weighted by the samples that reported it (``<m>_n``, NULL: all n).
+        SELECT r.*,
+               CASE WHEN r.util_pct_avg IS NULL THEN 0
+                    ELSE COALESCE(r.util_pct_n, r.n) END AS util_k,
+               CASE WHEN r.sm_active_pct_avg IS NULL THEN 0
+                    ELSE COALESCE(r.sm_active_pct_n, r.n) END AS sm_k,
+               CASE WHEN r.power_w_avg IS NULL THEN 0
+                    ELSE COALESCE(r.power_w_n, r.n) END AS power_k
+        FROM telemetry_gpurollup1m r
+        WHERE r.job_id = t.job_id AND r.bucket >= t.hour
+          AND r.bucket < t.hour + interval '1 hour'
+          AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
+    ) r ON true
     JOIN inventory_gpu g ON g.id = r.gpu_id
     JOIN inventory_node nd ON nd.id = g.node_id
-    WHERE r.bucket >= %(lo)s AND r.bucket < %(hi)s
     GROUP BY 1, 2, 3
 ) per_gpu
 GROUP BY job_id, bucket

@@ -4,13 +4,21 @@ Raw partitions are created ahead of time by the beat task, and on demand by inge
 day a batch carries that has none yet (history back-filled by a collector, an old
 spool being replayed); the packed and rollup tables' partitions are created on demand by
 compaction. Retention drops whole partitions: no giant DELETE.
+
+Ingest only ever creates partitions inside ``ingest_window``: from the oldest day raw
+retention keeps to the latest day a sample may carry (``INGEST_MAX_FUTURE_S``). A sample
+outside it is refused per item (validation, and the writer again), and
+``ensure_partitions(..., window=...)`` skips such days even if one got through: one sample
+five years old cannot create 1,800 partitions and stall ingest while it does.
 """
 
 import datetime as dt
 import logging
 import zlib
 
+from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from clusterui.telemetry.metrics import MONTHLY_TABLES, SAMPLE_TABLES
 
@@ -42,15 +50,36 @@ def _bounds(table: str, day: dt.date) -> tuple[str, str]:
     return start.isoformat(), end.isoformat()
 
 
-def ensure_partitions(days, tables=SAMPLE_TABLES) -> int:
+def ingest_window(now: dt.datetime | None = None) -> tuple[dt.date, dt.date]:
+    """The first and last day (UTC) whose raw partitions ingest may create: the oldest day
+    ``RAW_RETENTION_DAYS`` keeps (``maintain_partitions`` drops the ones before it) and the
+    day of the latest time a sample may carry (``INGEST_MAX_FUTURE_S`` from now)."""
+    now = now or timezone.now()
+    today = now.astimezone(dt.UTC).date()
+    last = (now + dt.timedelta(seconds=settings.INGEST_MAX_FUTURE_S)).astimezone(dt.UTC).date()
+    return today - dt.timedelta(days=settings.RAW_RETENTION_DAYS), last
+
+
+def ensure_partitions(days, tables=SAMPLE_TABLES, *,
+                      window: tuple[dt.date, dt.date] | None = None) -> int:
     """Create the partitions for these days that do not exist yet; return how many.
 
     Safe to run from many workers at once: creation is serialised by an advisory lock
     and uses IF NOT EXISTS. Each creation commits on its own, outside any ingest
     transaction, so a long ingest never holds the parent's lock while it waits.
+
+    ``window`` (first, last day): days outside it are never created (ingest passes
+    ``ingest_window()``; the rows for them were refused before they got here).
     """
     created = 0
     days = set(days)
+    if window is not None:
+        outside = {d for d in days if not window[0] <= d <= window[1]}
+        if outside:
+            log.warning("not creating partitions for %d day(s) outside the ingest window "
+                        "%s..%s (%s..%s)", len(outside), window[0], window[1], min(outside),
+                        max(outside))
+            days -= outside
     for table in tables:
         for day in sorted({_first(table, d) for d in days}):
             if (table, day) in _known:

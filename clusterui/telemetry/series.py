@@ -19,9 +19,10 @@ GPU series read both storage tiers, whatever the range: a sample is in exactly o
 
 Values from the packed tier and the rollups carry the codec's quantisation
 (``codec.PRECISION``); the rollups' averages are float4. A rollup's average is weighted by
-its bucket's sample count ``n``, which also counts samples where that metric was null: exact
-when a metric is present in all or none of a minute's samples (the collectors' case: a
-metric a GPU lacks is null in every sample), slightly off otherwise.
+the number of its bucket's samples that reported the metric (``<m>_n``, NULL when all ``n``
+did), so a bucket combined from rollups and hot rows is the mean over exactly the samples
+that carry the metric, as if read raw (rows written before migration 0006 have no count and
+are weighted by ``n``).
 """
 
 import datetime as dt
@@ -287,7 +288,9 @@ def _rollup_parts(metrics, agg) -> str:
     parts = []
     for m in metrics:
         if agg == "avg":
-            parts.append(f"sum({m}_avg::float8 * n), sum(n) FILTER (WHERE {m}_avg IS NOT NULL)")
+            # Weighted by the samples that reported the metric (``<m>_n``; NULL: all n).
+            k = f"COALESCE({m}_n, n)"
+            parts.append(f"sum({m}_avg::float8 * {k}), sum({k}) FILTER (WHERE {m}_avg IS NOT NULL)")
         else:
             parts.append(f"{agg}({m}_{agg})::float8, count({m}_{agg})")
     return ", ".join(parts)

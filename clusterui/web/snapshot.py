@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db.models import BooleanField, ExpressionWrapper, Q, Value
 from django.utils import timezone
 
-from clusterui.inventory.models import Gpu
+from clusterui.inventory.models import Gpu, heard_at
 from clusterui.jobs.models import visible_user_name
 
 # A GPU counts as busy at or above this NVML utilization.
@@ -79,7 +79,9 @@ def cluster_snapshot(user, now: dt.datetime | None = None) -> Snapshot:
         visible = Q(latest__job__user=name)
     rows = (
         Gpu.objects.order_by("node__cluster__name", "node__name", "index")
-        .annotate(silent=Q(node__last_seen__lt=silent_before),
+        # Silent by arrival (Node.heard_at): a node back-filling old data is reporting.
+        .annotate(heard=heard_at("node__"))
+        .annotate(silent=Q(heard__lt=silent_before),
                   sampled=Q(latest__gpu_id__isnull=False),
                   visible=ExpressionWrapper(visible, output_field=BooleanField()))
         .values_list("node_id", "node__name", "node__simulated", "silent", "index", "model",

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid as uuidlib
 
+from collectors import signing
 from collectors.sim.hardware import A100_PCIE, H100_SXM
 from collectors.sim.node import SimJob, SimNode
 from collectors.sim.nvml import SimNVML
@@ -365,7 +366,8 @@ def _parse_args(argv):
     p.add_argument("--ingest-key-id", default=os.environ.get("CLUSTERUI_INGEST_KEY_ID", ""),
                    help="sign batches with this cluster ingest key (id)")  # fmt: skip
     p.add_argument("--ingest-key", default=os.environ.get("CLUSTERUI_INGEST_KEY", ""),
-                   help="the ingest key's secret (or CLUSTERUI_INGEST_KEY)")  # fmt: skip
+                   help="the cluster secret of that key (or CLUSTERUI_INGEST_KEY): each "
+                        "simulated node signs with its own key derived from it")  # fmt: skip
     p.add_argument("--stdout", action="store_true", help="print batches as JSON lines")
     p.add_argument("--report", default=None,
                    help="at exit, write what was produced per node to this JSON file")
@@ -389,7 +391,10 @@ class _Output:
         from collectors.transport import CelerySender, Shipper, Spool
 
         spool_root = args.spool_dir or os.path.join(tempfile.gettempdir(), "clusterui-sim-spool")
-        key = (args.ingest_key_id, args.ingest_key) if args.ingest_key_id else None
+        # The simulator plays every node, so it holds the cluster secret; each node's batches
+        # are still signed with that node's own derived key, as a real node's would be.
+        key = (signing.node_signer(args.ingest_key_id, args.ingest_key)
+               if args.ingest_key_id else None)
         self.sender = CelerySender(args.broker_url, args.queue, key)
         for name in node_names:
             spool = Spool(os.path.join(spool_root, name), args.spool_max_bytes)

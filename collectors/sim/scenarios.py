@@ -28,7 +28,8 @@ kind outside the set is one it must not raise.
   NVLink the same way): comm_bound. Their mean util (~38 %) stays above the 25-30 %
   low-utilization thresholds, so not low_utilization.
 - BUSY_NOT_BUSY (NVML util ~98 % while GPM SM activity is ~8 %: a stream of tiny
-  kernels): busy_not_busy. Low utilization is judged on util_pct, which reads busy.
+  kernels): low_utilization, which is judged on SM activity where the GPU reports it and
+  explains that NVML's figure misleads (there is no separate busy_not_busy finding).
 - THERMAL_THROTTLE (~88 C, SwThermal + HwThermal bits, SM clock ~1320 MHz on an H100:
   2/3 of the model's max) and POWER_THROTTLE (power at the limit, SwPowerCap bit, SM
   clock ~1600 MHz on an H100: 81 % of the max): throttling.
@@ -67,7 +68,6 @@ FINDING_KINDS = (
     "idle_gpu",
     "comm_bound",
     "input_bound",
-    "busy_not_busy",
     "throttling",
     "gpu_errors",
 )
@@ -81,7 +81,7 @@ EXPECTED_FINDINGS: dict[Scenario, set[str]] = {
     Scenario.COMM_BOUND_MULTINODE: {"comm_bound"},
     Scenario.COMM_BOUND_NVLINK: {"comm_bound"},
     Scenario.HEALTHY_MULTINODE: set(),
-    Scenario.BUSY_NOT_BUSY: {"busy_not_busy"},
+    Scenario.BUSY_NOT_BUSY: {"low_utilization"},
     Scenario.THERMAL_THROTTLE: {"throttling"},
     Scenario.POWER_THROTTLE: {"throttling"},
     Scenario.XID: {"gpu_errors"},

@@ -8,7 +8,6 @@ import pytest
 
 from clusterui.findings.choices import FindingKind, Severity
 from clusterui.findings.detectors import (
-    busy_not_busy,
     comm_bound,
     gpu_errors,
     idle_gpu,
@@ -57,24 +56,53 @@ def test_low_utilization_fires_below_the_threshold_and_names_the_numbers():
     w = window([gpu(i, util=7.0, sm=4.0) for i in range(8)], wasted=7.4)
     d = low_utilization.detect(w, T)
     assert d.kind == FindingKind.LOW_UTILIZATION
-    assert "8 GPUs averaged 7 % utilization (SM activity 4 %)" in d.explanation
+    assert "8 GPUs were active 4 % on average (SM activity (GPM))" in d.explanation
+    assert "NVML utilization was 7 %" in d.explanation
     assert "Over the last 60 min" in d.explanation and "7.4 GPU-hours wasted" in d.explanation
-    assert d.evidence["util_mean_pct"] == 7.0 and d.wasted_gpu_hours == 7.4
+    assert d.evidence["activity_mean_pct"] == 4.0 and d.evidence["util_mean_pct"] == 7.0
+    assert d.wasted_gpu_hours == 7.4
     assert "fewer GPUs" in d.suggestion
 
 
-def test_low_utilization_is_judged_on_nvml_utilization():
-    # A moderately busy job whose SM activity reads lower is not low-utilization.
-    assert low_utilization.detect(window([gpu(util=30.0, sm=20.0)]), T) is None
+def test_a_fake_busy_job_is_low_utilization_with_waste_based_severity():
+    # NVML 99 %, SM activity 6 %: a stream of tiny kernels. Judged on what the SMs did.
+    w = window([gpu(i, util=99.0, sm=6.0) for i in range(4)], wasted=7.5)
+    d = low_utilization.detect(w, T)
+    assert d.kind == FindingKind.LOW_UTILIZATION
+    assert d.severity == Severity.WARNING  # 7.5 GPU-hours wasted: the same rule as any job
+    assert "were active 6 % on average (SM activity (GPM))" in d.explanation
+    assert "NVML reported them busy 99 % of the time, but that figure is misleading" in (
+        d.explanation)
+    assert "tiny kernels" in d.explanation and "CUDA graphs" in d.suggestion
+    assert d.title == "Low GPU utilization: SM activity 6 % on 4 GPUs (NVML reads 99 %)"
+    assert d.evidence["nvml_misleading"] is True
+    assert (d.evidence["util_mean_pct"], d.evidence["sm_active_mean_pct"]) == (99.0, 6.0)
+    big = low_utilization.detect(window([gpu(util=99.0, sm=6.0)], wasted=60.0), T)
+    assert big.severity == Severity.CRITICAL
+
+
+def test_a_truly_busy_job_is_not_low_utilization():
+    assert low_utilization.detect(window([gpu(i, util=99.0, sm=80.0) for i in range(4)],
+                                         wasted=0.8), T) is None
+
+
+def test_low_utilization_is_judged_on_sm_activity_where_known_nvml_otherwise():
+    assert low_utilization.detect(window([gpu(util=30.0, sm=25.0)]), T) is None
+    assert low_utilization.detect(window([gpu(util=30.0, sm=24.9)]), T) is not None
+    # A GPU without GPM (A100) is still judged, on NVML utilization.
     assert low_utilization.detect(window([gpu(util=25.0, sm=None)]), T) is None
-    assert low_utilization.detect(window([gpu(util=24.9, sm=None)]), T) is not None
+    d = low_utilization.detect(window([gpu(util=24.9, sm=None)], wasted=3.0), T)
+    assert d is not None and d.severity == Severity.WARNING
+    assert "(NVML utilization (no GPM on these GPUs))" in d.explanation
+    assert "misleading" not in d.explanation
 
 
 @pytest.mark.parametrize("wasted, severity", [(0.5, Severity.INFO), (2.0, Severity.WARNING),
                                                (49.0, Severity.WARNING),
                                                (50.0, Severity.CRITICAL)])
 def test_low_utilization_severity_scales_with_wasted_gpu_hours(wasted, severity):
-    assert low_utilization.detect(window([gpu(util=3.0)], wasted=wasted), T).severity == severity
+    assert low_utilization.detect(window([gpu(util=3.0, sm=2.0)], wasted=wasted),
+                                  T).severity == severity
 
 
 def test_low_utilization_at_zero_says_the_gpus_are_unused():
@@ -92,11 +120,38 @@ def test_idle_gpu_asked_for_eight_used_one():
     d = idle_gpu.detect(window(gpus), T)
     assert d.kind == FindingKind.IDLE_GPU
     assert d.wasted_gpu_hours == 14.0 and d.severity == Severity.WARNING
-    assert "7 of the job's 8 GPUs averaged 0 % utilization (n1 GPU 1, 2, 3, 4, 5, 6, 7)" in (
+    assert "7 of the job's 8 GPUs averaged 0 % SM activity (n1 GPU 1, 2, 3, 4, 5, 6, 7)" in (
         d.explanation)
     assert "Request 1 GPU instead of 8" in d.suggestion
     assert d.gpu_id is None  # several idle GPUs: they are listed in the evidence
     assert len(d.evidence["idle_gpus"]) == 7
+
+
+def test_idle_gpu_judges_a_fake_busy_gpu_on_its_sm_activity():
+    gpus = [gpu(0, util=97.0, sm=70.0),
+            gpu(1, util=99.0, sm=2.0, wasted_gpu_hours=2.5)]  # NVML says busy; SMs idle
+    d = idle_gpu.detect(window(gpus), T)
+    assert d is not None and d.severity == Severity.WARNING and d.wasted_gpu_hours == 2.5
+    assert "1 of the job's 2 GPUs averaged 2 % SM activity (n1 GPU 1)" in d.explanation
+    assert "NVML reported that GPU busy 99 % of the time (n1 GPU 1), but that figure is " \
+        "misleading" in d.explanation
+    assert d.evidence["idle_gpus"][0]["util_mean_pct"] == 99.0
+
+
+def test_idle_gpu_without_gpm_is_judged_on_nvml():
+    gpus = [gpu(0, util=90.0, sm=None), gpu(1, util=1.0, sm=None)]
+    d = idle_gpu.detect(window(gpus), T)
+    assert d is not None and "averaged 1 % utilization (n1 GPU 1)" in d.explanation
+
+
+def test_idle_gpu_threshold_is_strictly_below():
+    # Exactly at DETECTOR_IDLE_GPU_PCT (5 %) is not idle; just below is.
+    def at(v):
+        return idle_gpu.detect(window([gpu(0, util=90.0, sm=70.0),
+                                       gpu(1, util=v, sm=None)]), T)
+
+    assert at(T.idle_gpu_pct) is None
+    assert at(T.idle_gpu_pct - 0.01) is not None
 
 
 @pytest.mark.parametrize("utils", [[0.0] * 4, [90.0] * 4, [12.0, 14.0, 13.0, 11.0], [50.0]],
@@ -180,22 +235,6 @@ def test_input_bound_on_several_nodes_needs_quiet_fabric_too():
     quiet_fabric = window(gpus, nodes=2, cpu_frac_mean=0.95, nic=traffic(2.0, 0.0))
     assert input_bound.detect(busy_fabric, T) is None
     assert input_bound.detect(quiet_fabric, T) is not None
-
-
-# -- looks busy but is not ------------------------------------------------------------
-
-
-def test_busy_not_busy_high_nvml_low_sm():
-    d = busy_not_busy.detect(window([gpu(util=98.0, sm=8.0)], wasted=1.5), T)
-    assert d.kind == FindingKind.BUSY_NOT_BUSY
-    assert "busy 98 % of the time, but their SMs were active only 8 %" in d.explanation
-    assert "CUDA graphs" in d.suggestion
-
-
-@pytest.mark.parametrize("util, sm", [(98.0, None), (98.0, 40.0), (60.0, 8.0)],
-                         ids=["no GPM", "SMs busy", "NVML not high"])
-def test_busy_not_busy_stays_quiet(util, sm):
-    assert busy_not_busy.detect(window([gpu(util=util, sm=sm)]), T) is None
 
 
 # -- throttling -----------------------------------------------------------------------

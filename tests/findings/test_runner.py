@@ -55,7 +55,9 @@ def findings(kind=None):
 
 @pytest.mark.django_db
 def test_a_finding_opens_updates_escalates_and_closes():
-    t = replace(T, window_s=600, waste_warning_gpu_h=0.3)
+    # Allocated from the job's start, an hour before its first sample: 2 GPUs x 66 min,
+    # 98 % wasted, is 2.16 GPU-hours after 6 minutes, 2.35 after 12.
+    t = replace(T, window_s=600, waste_warning_gpu_h=2.25)
     feed = Feed()
     feed.minutes(6, util=2.0, thresholds=t)
     [first] = findings(FindingKind.LOW_UTILIZATION)
@@ -66,7 +68,7 @@ def test_a_finding_opens_updates_escalates_and_closes():
     [again] = findings(FindingKind.LOW_UTILIZATION)
     assert again.pk == first.pk and again.first_seen == first.first_seen
     assert again.last_seen > opened_at and again.window_end == again.last_seen
-    assert again.severity == Severity.WARNING  # 2 GPUs x 12 min wasted: past 0.3 GPU-hours
+    assert again.severity == Severity.WARNING  # 2 GPUs x 72 min wasted: past 2.25 GPU-hours
     assert again.evidence["gpu_hours_wasted"] > first.evidence["gpu_hours_wasted"]
 
     # Busy for 6 minutes: the 10-minute window's mean passes 25 % after 3, but a finding
@@ -103,8 +105,10 @@ def test_nothing_is_flagged_inside_the_grace_period():
     assert findings() == []
     eff = JobEfficiency.objects.get(job__external_id="502")
     assert eff.gpu_hours_wasted == pytest.approx(2 * 9 / 60)  # efficiency counts from the start
+    assert eff.judged_at is None  # the job page says it has not been judged yet
     feed.minutes(6, util=0.0)  # 5 minutes past the grace period: judged
     assert [f.kind for f in findings()] == [FindingKind.LOW_UTILIZATION]
+    assert JobEfficiency.objects.get(job__external_id="502").judged_at == at(feed.t)
     assert findings()[0].window_start == at(BASE + 600)
 
 
@@ -159,7 +163,8 @@ def test_ended_job_waits_for_its_slowest_node():
     ingest_envelope(steady_batch(b, seq=2, times=times[30:], job=job, util=0.0))
     assert run_pass(now=at(times[-1] + 60)).finalized == 1
     eff = JobEfficiency.objects.get(job__external_id="503")
-    assert eff.gpus == 4 and eff.gpu_hours_allocated == pytest.approx(4 * 600 / 3600)
+    # From the job's start, an hour before its first sample, to its end.
+    assert eff.gpus == 4 and eff.gpu_hours_allocated == pytest.approx(4 * 4200 / 3600)
 
 
 @pytest.mark.django_db
@@ -173,8 +178,23 @@ def test_a_long_backlog_is_caught_up_over_passes_before_judging():
     second = run_pass(now=now)
     assert second.behind == 0 and second.judged == 1
     eff = JobEfficiency.objects.get(job__external_id="501")
-    assert eff.gpu_hours_allocated == pytest.approx(2 * 2.0)
+    assert eff.gpu_hours_allocated == pytest.approx(2 * 3.0)  # from its start, 1 h earlier
     assert [f.kind for f in findings()] == [FindingKind.LOW_UTILIZATION]
+
+
+@pytest.mark.django_db
+def test_allocated_gpu_hours_count_from_the_schedulers_start_not_the_first_sample():
+    # 2 h 56 min on 4 GPUs; our samples cover only its last 10 minutes.
+    ran_s = 2 * 3600 + 56 * 60
+    feed = Feed(node=Node("r010", gpus=4),
+                job=Job("510", gpus=[0, 1, 2, 3], started_at=BASE + 600 - ran_s))
+    feed.minutes(10, util=95.0)
+    JobRow.objects.filter(external_id="510").update(state="ended", ended_at=at(feed.t))
+    run_pass(now=at(feed.t + 60))
+    eff = JobEfficiency.objects.get(job__external_id="510")
+    assert eff.finalized_at is not None
+    assert eff.window_start == at(BASE + 600 - ran_s)
+    assert eff.gpu_hours_allocated == pytest.approx(4 * ran_s / 3600)  # 11.73, not 0.67
 
 
 @pytest.mark.django_db
@@ -241,3 +261,18 @@ def test_thresholds_come_from_the_settings(settings):
     feed = Feed(job=Job("505", gpus=[0, 1], started_at=BASE))
     feed.minutes(6, util=27.0, thresholds=Thresholds.from_settings())
     assert [f.kind for f in findings()] == [FindingKind.LOW_UTILIZATION]
+
+
+@pytest.mark.django_db
+def test_a_findings_times_are_ordered_when_the_scheduler_reports_an_earlier_end():
+    feed = Feed()
+    feed.minutes(7, util=0.0)
+    [f] = findings()
+    assert f.state == FindingState.OPEN
+    # The scheduler's end precedes the last data already judged (the epilog ran late).
+    JobRow.objects.filter(external_id="501").update(state="ended", ended_at=at(feed.t - 180))
+    assert run_pass(now=at(feed.t + 60)).finalized == 1
+    for f in findings():
+        assert f.state == FindingState.CLOSED
+        assert f.first_seen <= f.last_seen <= f.closed_at, (f.first_seen, f.last_seen,
+                                                           f.closed_at)

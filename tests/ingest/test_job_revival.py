@@ -6,6 +6,8 @@ import datetime as dt
 import time
 
 import pytest
+from django.conf import settings
+from django.utils import timezone
 
 from clusterui.ingest.tasks import ingest_envelope
 from clusterui.jobs.models import Job
@@ -16,10 +18,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def stale_job(clean_samples):
-    """Job 4242 with samples from 20 min ago, ended by the stale sweep."""
+    """Job 4242 with samples from 20 min ago, ended by the stale sweep once its batches
+    stopped arriving (JOB_STALE_AFTER_S later)."""
     start = time.time() - 1200
     ingest_envelope(node_batch("gpu-t001", seq=1, samples=3, start=start, gpus=2))
-    assert close_stale_jobs() == 1
+    assert close_stale_jobs() == 0  # just reported: not stale, however old its data
+    later = timezone.now() + dt.timedelta(seconds=settings.JOB_STALE_AFTER_S + 60)
+    assert close_stale_jobs(now=later) == 1
     job = Job.objects.get(external_id="4242")
     assert job.state == "ended" and job.ended_at == job.last_seen
     return start, job

@@ -14,10 +14,10 @@ from clusterui.jobs.models import Job
 from clusterui.telemetry import compaction
 from clusterui.telemetry.series import SeriesError, gpu_series, job_host_series, pick_step
 from tests import rows
-from tests.factories import node_batch
+from tests.factories import node_batch, recent_start
 
 pytestmark = pytest.mark.django_db
-T0 = 1_790_000_040.0  # on a minute boundary of the series origin
+T0 = recent_start()  # on a minute boundary of the series origin, inside raw retention
 
 
 def at(seconds: float) -> dt.datetime:

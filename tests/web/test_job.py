@@ -1,6 +1,7 @@
 """The job page: header, efficiency, findings with their explanation, and the charts."""
 
 import datetime as dt
+import html
 
 import pytest
 from django.urls import reverse
@@ -164,7 +165,7 @@ def test_a_job_without_samples_says_so(client_for):
     assert response.status_code == 200
     assert b"No samples in this range" in response.content
     assert b"Not computed yet" in response.content
-    assert b"No findings yet" in response.content
+    assert b"Not judged yet" in response.content and b"Nothing found" not in response.content
 
 
 def test_a_bad_custom_range_is_a_visible_error(client_for, running_job):
@@ -212,3 +213,43 @@ def test_the_whole_job_starts_where_monitoring_began(client_for):
 
     assert view.whole
     assert abs((view.range.start - (now - dt.timedelta(hours=2))).total_seconds()) <= 31
+
+
+def _unjudged(j, efficiency_judged_at=None):
+    from clusterui.findings.models import JobEfficiency
+
+    JobEfficiency.objects.filter(job=j).update(judged_at=efficiency_judged_at)
+
+
+def test_a_job_inside_its_grace_period_says_when_it_will_be_judged(client_for):
+    n = f.node("gpu-a001", gpus=1)
+    started = timezone.now() - dt.timedelta(minutes=3)
+    j = f.job("alice", gpus=n.gpus.all(), started_at=started,
+              efficiency={"allocated": 0.05, "used": 0.05})
+    _unjudged(j)
+    body = html.unescape(page(client_for("alice"), j).content.decode())
+    assert "Nothing found" not in body
+    ready = (started + dt.timedelta(minutes=15)).astimezone(dt.UTC)
+    assert (f"Not judged yet: the detectors leave a job's first 10 minutes alone (loading, "
+            f"warming up) and then need 5 minutes of its data. They will judge this job from "
+            f"about {ready:%H:%M} UTC.") in body
+
+
+def test_a_job_that_ended_too_early_says_it_was_not_judged(client_for):
+    n = f.node("gpu-a001", gpus=1)
+    started = timezone.now() - dt.timedelta(hours=1)
+    j = f.job("alice", gpus=n.gpus.all(), started_at=started, state="ended",
+              ended_at=started + dt.timedelta(minutes=8),
+              efficiency={"allocated": 0.13, "used": 0.1})
+    _unjudged(j)
+    body = html.unescape(page(client_for("alice"), j).content.decode())
+    assert "Nothing found" not in body
+    assert "Not judged: the job ran 8 minutes, too short to judge" in body
+
+
+def test_a_judged_job_without_findings_says_nothing_was_found(client_for):
+    n = f.node("gpu-a001", gpus=1)
+    j = f.job("alice", gpus=n.gpus.all(), efficiency={"allocated": 2.0, "used": 1.8})
+    _unjudged(j, timezone.now())
+    body = html.unescape(page(client_for("alice"), j).content.decode())
+    assert "Nothing found." in body and "Not judged" not in body

@@ -92,4 +92,4 @@ class NodeSerializer(serializers.ModelSerializer):
 
     def get_silent(self, obj) -> bool:
         now = self.context.get("now") or timezone.now()
-        return now - obj.last_seen > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+        return now - obj.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)

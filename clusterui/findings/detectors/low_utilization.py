@@ -1,9 +1,14 @@
-"""Low GPU utilization: the job's GPUs are mostly idle over the window.
+"""Low GPU utilization: the job's GPUs did little over the window.
 
-Judged on NVML utilization, the signal jobstats (note below 25 %) and OpenPAI (below 30 %
-for an hour) set their thresholds on; GPM SM activity reads lower on healthy jobs and is
-shown alongside. A job whose NVML utilization is high while SM activity is low is the
-``busy_not_busy`` detector's case. Severity scales with the GPU-hours wasted so far.
+Judged on what the GPUs did: GPM SM activity where the GPU reports it, NVML utilization
+only where GPM is missing (``GpuWindow.activity``). NVML's utilization is the share of time
+*a* kernel ran, however few SMs it used, so a stream of tiny kernels reads 99 % while the
+SMs idle: such a job wastes its GPUs as much as an idle one, and gets the same finding and
+the same waste-scaled severity. Its explanation gives both figures and says why NVML's is
+misleading; where NVML reads at least ``bnb_util_pct`` and SM activity at most
+``bnb_sm_pct`` ("looks busy but is not", formerly its own ``busy_not_busy`` finding) the
+suggestion is about kernel launch overhead. Severity scales with the GPU-hours wasted so
+far (the job's efficiency, which uses the same activity figure).
 """
 
 from clusterui.findings.choices import FindingKind
@@ -20,45 +25,88 @@ from clusterui.findings.window import JobWindow
 
 KIND = FindingKind.LOW_UTILIZATION
 
+UNUSED = (
+    "Check that the code runs on the GPU (the framework sees the devices and the model "
+    "and data are moved to them). If the session is interactive or the work is "
+    "CPU-only, end it or run it on a CPU partition: the GPUs are held for nothing."
+)
+TINY_KERNELS = (
+    "Profile a few steps (Nsight Systems, torch.profiler): use a larger batch, fuse small "
+    "operations (torch.compile), capture CUDA graphs to cut launch overhead, and avoid "
+    "per-step host synchronisation (.item(), .cpu())."
+)
+FEWER = (
+    "Request fewer GPUs, or give each one more work: a larger batch size, more "
+    "data-loader workers, or several experiments per GPU (MPS or MIG). Release GPUs "
+    "held by interactive sessions while they are idle."
+)
+
+
+def _source(w: JobWindow) -> str:
+    with_sm = sum(1 for g in w.gpus if g.sm_mean is not None)
+    if with_sm == len(w.gpus):
+        return "SM activity (GPM)"
+    if with_sm == 0:
+        return "NVML utilization (no GPM on these GPUs)"
+    return "SM activity where reported, NVML utilization on the GPUs without GPM"
+
 
 def detect(w: JobWindow, t: Thresholds) -> Decision | None:
-    util = w.util_mean
-    if util is None or util >= t.low_util_pct:
+    activity = w.activity_mean
+    if activity is None or activity >= t.low_util_pct:
         return None
-    sm = w.sm_mean
+    util, sm = w.util_mean, w.sm_mean
     n = len(w.gpus)
     waste = w.gpu_hours_wasted
-    sm_text = f" (SM activity {pct(sm)})" if sm is not None else ""
+    # NVML says busy where the SMs are not: its figure alone would not have flagged the job.
+    nvml_misleads = sm is not None and util is not None and util >= t.low_util_pct
+    looks_busy = nvml_misleads and util >= t.bnb_util_pct and activity <= t.bnb_sm_pct
     explanation = (
-        f"Over the last {duration(w.span_s)} the job's {plural(n, 'GPU')} averaged "
-        f"{pct(util)} utilization{sm_text}, below the {t.low_util_pct:g} % threshold. "
-        f"Since it started it has used {w.gpu_hours_used:.1f} of its "
+        f"Over the last {duration(w.span_s)} the job's {plural(n, 'GPU')} were active "
+        f"{pct(activity)} on average ({_source(w)}), below the {t.low_util_pct:g} % "
+        "threshold."
+    )
+    if nvml_misleads:
+        explanation += (
+            f" NVML reported them busy {pct(util)} of the time, but that figure is "
+            "misleading: it counts the time any kernel was running, however few of the "
+            "GPU's SMs it occupied."
+        )
+        if looks_busy:
+            explanation += (" A kernel was almost always running, yet it kept few SMs busy: "
+                            "typically a stream of tiny kernels, kernel-launch overhead or "
+                            "synchronisation.")
+    elif sm is not None and util is not None:
+        explanation += f" NVML utilization was {pct(util)}."
+    explanation += (
+        f" Since it started it has used {w.gpu_hours_used:.1f} of its "
         f"{w.gpu_hours_allocated:.1f} allocated GPU-hours: {waste:.1f} GPU-hours wasted."
     )
-    if util < 1:
+    if activity < 1 and not nvml_misleads:
         explanation += " The GPUs did (almost) nothing: the job may not be using them at all."
-        suggestion = (
-            "Check that the code runs on the GPU (the framework sees the devices and the model "
-            "and data are moved to them). If the session is interactive or the work is "
-            "CPU-only, end it or run it on a CPU partition: the GPUs are held for nothing."
-        )
+        suggestion = UNUSED
+    elif looks_busy:
+        suggestion = TINY_KERNELS
     else:
-        suggestion = (
-            "Request fewer GPUs, or give each one more work: a larger batch size, more "
-            "data-loader workers, or several experiments per GPU (MPS or MIG). Release GPUs "
-            "held by interactive sessions while they are idle."
-        )
+        suggestion = FEWER
+    title = f"Low GPU utilization: {pct(activity)} on {plural(n, 'GPU')}"
+    if nvml_misleads:
+        title = (f"Low GPU utilization: SM activity {pct(activity)} on {plural(n, 'GPU')} "
+                 f"(NVML reads {pct(util)})")
     return Decision(
         kind=KIND,
         severity=severity_from_waste(waste, t),
-        title=f"Low GPU utilization: {pct(util)} on {plural(n, 'GPU')}",
+        title=title,
         explanation=explanation,
         suggestion=suggestion,
         evidence={
             "window_min": round(w.span_s / 60, 1),
             "gpus": n,
+            "activity_mean_pct": r2(activity),
+            "judged_on": _source(w),
             "util_mean_pct": r2(util),
             "sm_active_mean_pct": r2(sm),
+            "nvml_misleading": nvml_misleads,
             "threshold_pct": t.low_util_pct,
             "gpu_hours_allocated": r2(w.gpu_hours_allocated, 2),
             "gpu_hours_used": r2(w.gpu_hours_used, 2),

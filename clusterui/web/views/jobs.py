@@ -1,5 +1,7 @@
 """The jobs list and the job page."""
 
+import datetime as dt
+
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import (
     Count,
@@ -15,6 +17,7 @@ from django.utils import timezone
 
 from clusterui.findings.choices import FindingKind
 from clusterui.findings.models import Finding
+from clusterui.findings.thresholds import Thresholds
 from clusterui.jobs.filtersets import JobFilterSet, with_efficiency
 from clusterui.jobs.listing import JobPaginator, ordered_for_pages
 from clusterui.jobs.models import Job, JobGpu
@@ -77,6 +80,31 @@ def job_list(request):
     return render(request, "web/jobs.html", context, status=200 if valid else 400)
 
 
+def not_judged(job, efficiency, start, running, now) -> str | None:
+    """Why a job has no verdict from the window detectors yet, and when it will have one;
+    None once they have judged it (then "nothing found" is true)."""
+    if efficiency is not None and efficiency.judged_at is not None:
+        return None
+    t = Thresholds.from_settings()
+    grace, span = t.grace_s / 60, t.min_span_s / 60
+    ready = start + dt.timedelta(seconds=t.grace_s + t.min_span_s)
+    rule = (f"the detectors leave a job's first {grace:g} minutes alone (loading, warming "
+            f"up) and then need {span:g} minutes of its data")
+    if running:
+        if now < ready:
+            return (f"Not judged yet: {rule}. They will judge this job from about "
+                    f"{ready.astimezone(dt.UTC):%H:%M} UTC.")
+        return (f"Not judged yet: each GPU needs {t.min_samples} samples after the first "
+                f"{grace:g} minutes. The detectors judge the job at their first pass that has "
+                "them (every minute).")
+    end = job.ended_at or job.last_seen
+    if end < ready:
+        ran = max(0.0, (end - start).total_seconds() / 60)
+        return (f"Not judged: the job ran {ran:.0f} minutes, too short to judge: {rule}.")
+    return (f"Not judged: the detectors never had {t.min_samples} samples of each of its GPUs "
+            f"after its first {grace:g} minutes.")
+
+
 def job_detail(request, pk):
     """Everything about one job: who ran what where, how well it used its GPUs, what the
     detectors found and the charts that show why."""
@@ -113,6 +141,7 @@ def job_detail(request, pk):
         "ended": None if running else end,
         "elapsed": end - start,
         "running": running,
+        "not_judged": not_judged(job, efficiency, start, running, now),
         "charts": charts(**view.figures),
         "refresh_s": REFRESH_S if view.range.live else None,
         "now": now,

@@ -31,7 +31,7 @@ def node_detail(request, pk):
     for a in allocs:
         job = jobs.setdefault(a["job_id"], {**a, "gpus": []})
         job["gpus"].append(a["gpu_index"])
-    silent = now - node.last_seen > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    silent = now - node.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
     context = {
         "node": node,
         "gpus": gpus,

@@ -1,0 +1,133 @@
+"""Findings wait for the data: a job whose history arrives as a backlog is judged on all of
+it, whether the backlog comes while the job still runs or after it fell silent.
+
+Batches go through the real validation and writer with the arrival time the scenario says;
+the beat tasks (``close_stale_jobs``, the detector pass, silent nodes) run at the times they
+would. Arrival is what ends a job and silences a node, never data time.
+"""
+
+import datetime as dt
+import time
+
+import pytest
+
+from clusterui.findings.choices import FindingKind, FindingState
+from clusterui.findings.models import Finding, JobEfficiency
+from clusterui.findings.runner import run_pass
+from clusterui.ingest import inventory_cache
+from clusterui.ingest.silence import silent_nodes
+from clusterui.ingest.validate import validate_batch
+from clusterui.ingest.writer import store_batch
+from clusterui.jobs.choices import JobState
+from clusterui.jobs.models import Job as JobRow
+from clusterui.jobs.tasks import close_stale_jobs
+from tests.findings.batches import Job, Node, span, steady_batch
+
+pytestmark = pytest.mark.django_db
+NOW = (time.time() // 60) * 60
+BASE = NOW - 6 * 3600  # the job's history starts six hours ago
+
+
+def at(t: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(t, dt.UTC)
+
+
+def deliver(node, job, seq, times, *, arrived: float, util=2.0):
+    """One minute of the job's samples, as it reaches the server at ``arrived``."""
+    envelope = steady_batch(node, seq=seq, times=times, job=job, util=util, sm=util)
+    store_batch(validate_batch(envelope, now=arrived), received_at=at(arrived))
+
+
+def passes_until_caught_up(now: float) -> None:
+    for _ in range(20):
+        if run_pass(now=at(now)).behind == 0:
+            return
+    raise AssertionError("the detector pass never caught up")
+
+
+def per_gpu_samples(job_id: str) -> set[int]:
+    eff = JobEfficiency.objects.get(job__external_id=job_id)
+    return {entry["samples"] for entry in eff.per_gpu.values()}
+
+
+def test_a_backlog_arriving_at_once_is_judged_on_all_of_it():
+    """40 minutes of a running job's history arrive in a burst (a back-fill): the job is
+    not ended while it arrives, and it is judged on every sample, not the first ten."""
+    node, job = Node("late-a"), Job("701", gpus=[0, 1], started_at=BASE - 60)
+    times = span(BASE, 40 * 60)
+    for k in range(40):
+        deliver(node, job, k + 1, times[k * 6:(k + 1) * 6], arrived=NOW)
+    assert close_stale_jobs(now=at(NOW + 60)) == 0
+    assert not silent_nodes(at(NOW + 60)).filter(name="late-a").exists()
+    passes_until_caught_up(NOW + 60)
+
+    row = JobRow.objects.get(external_id="701")
+    assert row.state == JobState.RUNNING
+    assert per_gpu_samples("701") == {240}  # every sample of both GPUs
+    low = Finding.objects.get(job=row, kind=FindingKind.LOW_UTILIZATION)
+    assert low.state == FindingState.OPEN and low.window_end == at(times[-1])
+
+    # The burst is over and nothing more arrives: the job ends at its newest sample, and
+    # its end is judged.
+    assert close_stale_jobs(now=at(NOW + 400)) == 1
+    row.refresh_from_db()
+    assert row.ended_at == at(times[-1])
+    assert run_pass(now=at(NOW + 460)).finalized == 1
+    assert (row.ended_at - row.started_at) == dt.timedelta(minutes=41)
+
+
+def test_a_backlog_after_the_job_fell_silent_reopens_it_and_is_judged():
+    """The node is cut off from the broker after 10 minutes; its collector spools; the job
+    is ended for silence and finalized. An hour later the spool replays 40 more minutes: the
+    job runs again, is judged on all 50 minutes, keeps one finding, and ends at its real end.
+    """
+    node, job = Node("late-b"), Job("702", gpus=[0, 1], started_at=BASE - 60)
+    live = span(BASE, 10 * 60)
+    for k in range(10):
+        chunk = live[k * 6:(k + 1) * 6]
+        deliver(node, job, k + 1, chunk, arrived=chunk[-1] + 2)
+        run_pass(now=at(chunk[-1] + 30))
+    cut = live[-1]
+    assert close_stale_jobs(now=at(cut + 400)) == 1
+    assert run_pass(now=at(cut + 460)).finalized == 1
+    row = JobRow.objects.get(external_id="702")
+    assert row.state == JobState.ENDED and row.ended_at == at(cut)
+    assert silent_nodes(at(cut + 400)).filter(name="late-b").exists()
+
+    replay = span(cut, 40 * 60)
+    arrived = cut + 3600
+    inventory_cache.forget()  # an hour passed: the writer refreshes what it remembered
+    for k in range(40):
+        deliver(node, job, 11 + k, replay[k * 6:(k + 1) * 6], arrived=arrived)
+    row.refresh_from_db()
+    assert row.state == JobState.RUNNING  # its data goes on past the inferred end
+    assert not silent_nodes(at(arrived + 30)).filter(name="late-b").exists()
+    passes_until_caught_up(arrived + 60)
+    assert per_gpu_samples("702") == {300}  # 10 live minutes and 40 replayed, both GPUs
+
+    assert close_stale_jobs(now=at(arrived + 400)) == 1
+    assert run_pass(now=at(arrived + 460)).finalized == 1
+    row.refresh_from_db()
+    assert row.ended_at == at(replay[-1])
+    lows = list(Finding.objects.filter(job=row, kind=FindingKind.LOW_UTILIZATION))
+    assert len(lows) == 1, [(f.state, f.first_seen, f.closed_at) for f in lows]
+    low = lows[0]
+    assert low.state == FindingState.CLOSED
+    assert low.first_seen <= low.last_seen <= low.closed_at
+    assert low.closed_at >= at(replay[-1])
+
+
+@pytest.mark.django_db(transaction=True)  # ingest remembers what it wrote on commit
+def test_a_job_ends_at_its_newest_sample_though_ingest_writes_its_time_every_minute(
+        clean_samples):
+    """Ingest refreshes a job's data time every minute of data (writing it on every flush
+    cost a tenth of ingest); the end comes from the samples themselves."""
+    node, job = Node("late-c"), Job("703", gpus=[0, 1], started_at=BASE - 60)
+    times = span(BASE, 120)  # 12 samples, one batch each, 10 s apart
+    for k, ts in enumerate(times):
+        deliver(node, job, k + 1, [ts], arrived=NOW)
+    row = JobRow.objects.get(external_id="703")
+    assert row.last_seen < at(times[-1])  # the last batches moved it less than a minute
+    assert close_stale_jobs(now=at(NOW + 400)) == 1
+    row.refresh_from_db()
+    assert row.ended_at == row.last_seen == at(times[-1])
