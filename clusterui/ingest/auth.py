@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from clusterui.ingest import validate
 from clusterui.ingest.models import IngestKey
 from collectors import signing
 
@@ -50,7 +51,10 @@ def forget_keys() -> None:
 def check_signature(envelope: dict) -> str | None:
     """None when the batch may be stored; otherwise why it is refused."""
     cluster = envelope.get("cluster")
-    keys = cluster_keys(cluster) if isinstance(cluster, str) else None
+    # A name no cluster can have (NUL, a lone surrogate, too long) is looked up nowhere:
+    # validation refuses it with its reason; the database must not see it first.
+    name, _error = validate.text(cluster, 64, required=True)
+    keys = cluster_keys(name) if name is not None else None
     if keys and keys.secrets:
         return signing.verify(envelope, keys.secrets, keys.cluster_wide)
     if settings.INGEST_REQUIRE_SIGNATURE:

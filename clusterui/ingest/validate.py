@@ -87,7 +87,7 @@ def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _text(value, limit: int, *, required: bool = False) -> tuple[str | None, str | None]:
+def text(value, limit: int, *, required: bool = False) -> tuple[str | None, str | None]:
     if value is None:
         return (None, "missing") if required else ("", None)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -165,22 +165,22 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
         raise BatchRejected(
             f"schema: version {schema} is not supported (this server speaks {SCHEMA_VERSION})"
         )
-    cluster, err = _text(envelope.get("cluster"), 64, required=True)
+    cluster, err = text(envelope.get("cluster"), 64, required=True)
     if err:
         raise BatchRejected(f"cluster: {err}")
-    node, err = _text(envelope.get("node"), 128, required=True)
+    node, err = text(envelope.get("node"), 128, required=True)
     if err:
         raise BatchRejected(f"node: {err}")
     agent = envelope.get("agent")
     if not isinstance(agent, dict):
         raise BatchRejected("agent: must be an object with boot_id and seq")
-    boot_id, err = _text(agent.get("boot_id"), 64, required=True)
+    boot_id, err = text(agent.get("boot_id"), 64, required=True)
     if err:
         raise BatchRejected(f"agent.boot_id: {err}")
     seq = agent.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 1 << 62:
         raise BatchRejected(f"agent.seq: must be a non-negative integer, got {_show(seq, 40)}")
-    version, err = _text(agent.get("version"), 32)
+    version, err = text(agent.get("version"), 32)
     # Stored in an int4 column.
     spool_dropped, err2 = _optional_number(agent.get("spool_dropped"), 0, INT4_MAX,
                                            integer=True)
@@ -326,7 +326,7 @@ def _gpus(batch: Batch, value) -> None:
         if not isinstance(entry, dict):
             batch.reject("gpus: entry must be an object", where)
             continue
-        uuid, err = _text(entry.get("uuid"), 96, required=True)
+        uuid, err = text(entry.get("uuid"), 96, required=True)
         if err:
             batch.reject(f"gpus: uuid {err}", where)
             continue
@@ -348,7 +348,7 @@ def _gpus(batch: Batch, value) -> None:
             if err:
                 problems.append(f"{key} {err}")
         for key, limit in (("model", 96), ("pci_bus_id", 32)):
-            clean[key], err = _text(entry.get(key), limit)
+            clean[key], err = text(entry.get(key), limit)
             if err:
                 problems.append(f"{key} {err}")
                 clean[key] = ""
@@ -368,7 +368,7 @@ def _nics(batch: Batch, value) -> None:
         if not isinstance(entry, dict):
             batch.reject("nics: entry must be an object", where)
             continue
-        name, err = _text(entry.get("name"), 64, required=True)
+        name, err = text(entry.get("name"), 64, required=True)
         if err:
             batch.reject(f"nics: name {err}", where)
             continue
@@ -392,7 +392,7 @@ def _jobs(batch: Batch, value) -> None:
         if not isinstance(entry, dict):
             batch.reject("jobs: entry must be an object", where)
             continue
-        job_id, err = _text(entry.get("id"), 128, required=True)
+        job_id, err = text(entry.get("id"), 128, required=True)
         if err:
             batch.reject(f"jobs: id {err}", where)
             continue
@@ -406,7 +406,7 @@ def _jobs(batch: Batch, value) -> None:
             continue
         clean = {"id": job_id, "scheduler": scheduler}
         for key, limit in (("user", 64), ("name", 256), ("account", 64), ("partition", 64)):
-            clean[key], err = _text(entry.get(key), limit)
+            clean[key], err = text(entry.get(key), limit)
             if err:
                 batch.reject(f"jobs: {key} {err}", where)
                 clean[key] = ""
@@ -582,7 +582,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
             batch.reject(f"{name}: {err}", f"{where}: {_show(row[ts_at], 40)}")
             continue
         if ref_field == "job":
-            ref, err = _text(row[ref_at], 128, required=True)
+            ref, err = text(row[ref_at], 128, required=True)
             if not err and ref not in known:
                 err = "is not one of this batch's jobs"
             if err:
@@ -602,7 +602,7 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
         if with_job:
             job = None if job_at is None else row[job_at]
             if job is not None:
-                job, err = _text(job, 128, required=True)
+                job, err = text(job, 128, required=True)
                 if not err and job not in batch.jobs:
                     err = "is not one of this batch's jobs"
                 if err:
@@ -648,7 +648,7 @@ def _events(batch: Batch, value, window: "_Window") -> None:
         if err:
             batch.reject(f"events: gpu {err}", where)
             continue
-        kind, err = _text(entry.get("kind"), 32, required=True)
+        kind, err = text(entry.get("kind"), 32, required=True)
         if err:
             batch.reject(f"events: kind {err}", where)
             continue
@@ -656,7 +656,7 @@ def _events(batch: Batch, value, window: "_Window") -> None:
         if err:
             batch.reject(f"events: code {err}", where)
             continue
-        message, err = _text(entry.get("message"), 4096)
+        message, err = text(entry.get("message"), 4096)
         if err:
             batch.reject(f"events: message {err}", where)
             message = ""

@@ -178,3 +178,14 @@ def test_the_simulator_signs_each_node_with_its_own_key(tmp_path):
         assert batch["signature"]["node"] == batch["node"]
         assert signing.verify(batch, {"test-1": SECRET}, cluster_wide=()) is None
         assert batch["signature"]["hmac"] == signing.digest(batch, node_key(node=batch["node"]))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cluster", ["hpc\x00a", "hpc\ud800", "x" * 65])
+def test_a_cluster_name_no_cluster_can_have_is_refused_with_its_reason(cluster):
+    """Found by the fuzz test: the key lookup sent such a name to PostgreSQL, which raised
+    (NUL in text, invalid UTF-8) before validation could refuse the batch."""
+    batch = node_batch(seq=1)
+    batch["cluster"] = cluster
+    assert ingest_envelope(batch) is None
+    assert RejectedBatch.objects.get().reason.startswith("cluster: ")
