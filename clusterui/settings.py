@@ -276,6 +276,10 @@ DETECTOR_FINAL_LOOKBACK_S = env_int("DETECTOR_FINAL_LOOKBACK_S", 86400, minimum=
 DETECTOR_MAX_SAMPLES_PER_PASS = env_int("DETECTOR_MAX_SAMPLES_PER_PASS", 360, minimum=60)
 # An open finding closes once its condition has been gone this long (no flapping).
 DETECTOR_CLOSE_AFTER_S = env_int("DETECTOR_CLOSE_AFTER_S", 600, minimum=0, maximum=86400)
+# A job already finalized is judged again when samples of its lifetime arrive this late
+# (default: as long as raw samples are kept, since older ones are refused anyway).
+DETECTOR_LATE_HORIZON_S = env_int("DETECTOR_LATE_HORIZON_S", RAW_RETENTION_DAYS * 86400,
+                                  minimum=0)
 DETECTOR_LOW_UTIL_PCT = env_float("DETECTOR_LOW_UTIL_PCT", 25.0, minimum=0, maximum=100)
 DETECTOR_IDLE_GPU_PCT = env_float("DETECTOR_IDLE_GPU_PCT", 5.0, minimum=0, maximum=100)
 DETECTOR_WORKING_GPU_PCT = env_float("DETECTOR_WORKING_GPU_PCT", 25.0, minimum=0, maximum=100)

@@ -41,6 +41,18 @@ def _max(a, b):
     return max(a, b)
 
 
+def _min(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _parse(value: str | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromisoformat(value)
+
+
 def add_gpu_totals(accum: dict, gpu_id: int, totals: dict) -> None:
     """Add one (job, GPU)'s new totals to the job's accumulators (``accum`` is mutated)."""
     gpus = accum.setdefault("gpus", {})
@@ -60,9 +72,10 @@ def add_gpu_totals(accum: dict, gpu_id: int, totals: dict) -> None:
         a["energy_last"] = totals["energy_last"]
     for b, count in (totals["hist"] or {}).items():
         a["hist"][str(b)] = a["hist"].get(str(b), 0) + count
-    if a["first_ts"] is None:
-        a["first_ts"] = _ts(totals["first_ts"])
-    a["last_ts"] = _ts(totals["last_ts"])
+    # Late samples (``late``) can come before the totals already kept: the earliest and
+    # latest, not the first and last added.
+    a["first_ts"] = _ts(_min(_parse(a["first_ts"]), totals["first_ts"]))
+    a["last_ts"] = _ts(_max(_parse(a["last_ts"]), totals["last_ts"]))
 
 
 def add_job_totals(accum: dict, totals: dict) -> None:

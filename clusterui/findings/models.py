@@ -328,3 +328,23 @@ class UsageDirty(models.Model):
 
     def __str__(self):
         return f"job {self.job_id} changed"
+
+
+class LateSpan(models.Model):
+    """Samples a node sent that may be older than where the detector pass already is.
+
+    Written by ingest (``writer._mark_late``) when a node's batch is older than the newest
+    data stored for it (batches out of order) or the node was silent until it came (a spool
+    replayed after an outage, while its jobs' other nodes went on): the pass may have moved
+    a job past these samples' time. The next pass adds the part of the span it had already
+    passed to the job's slices and totals, judges the window the span ends, and deletes the
+    row. Short-lived: a handful of rows, taken by the next pass.
+    """
+
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+")
+    start = models.DateTimeField(help_text="Oldest sample stored from the batch")
+    end = models.DateTimeField(help_text="Newest sample stored from the batch")
+    received_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"late data of node {self.node_id} {self.start:%H:%M:%S}-{self.end:%H:%M:%S}"

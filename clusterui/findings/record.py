@@ -12,7 +12,7 @@ keeps one finding instead of a new one, and a new email, every few minutes.
 import datetime as dt
 from dataclasses import dataclass, field
 
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 
 from clusterui.findings import bulk
@@ -34,6 +34,7 @@ class Verdict:
     kinds: set[str]  # the kinds that were judged: those not decided are closed if open
     decisions: dict[str, tuple[Decision, dt.datetime]] = field(default_factory=dict)
     end: dt.datetime | None = None  # data time the verdict was reached at
+    judged: bool = False  # the window detectors ran (not GPU errors alone)
 
 
 @dataclass
@@ -47,9 +48,15 @@ def _key(job_id, node_id, kind):
     return ("job", job_id, kind) if job_id is not None else ("node", node_id, kind)
 
 
-def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: float = 0.0
-          ) -> Counts:
-    """Open, update and close findings for ``verdicts``; ``gpu_nodes`` maps gpu -> node."""
+def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: float = 0.0,
+          late_notes: dict[int, str] | None = None) -> Counts:
+    """Open, update and close findings for ``verdicts``; ``gpu_nodes`` maps gpu -> node.
+
+    ``late_notes``: jobs whose window took in samples that came late (``late``), with what
+    a finding raised for them says about it. For such a job a finding closed within the
+    window (its job was finalized before the data came) is reopened, not raised twice.
+    """
+    late_notes = late_notes or {}
     counts = Counts()
     job_ids = [v.job_id for v in verdicts if v.job_id is not None]
     node_ids = [v.node_id for v in verdicts if v.job_id is None]
@@ -61,7 +68,7 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: 
         for f in Finding.objects.filter(state=FindingState.OPEN, job__isnull=True,
                                         node_id__in=node_ids):
             open_now[_key(None, f.node_id, f.kind)] = f
-    creates, updates, closes = [], [], []
+    creates, updates, closes, reopened = [], [], [], []
     for v in verdicts:
         for kind in v.kinds:
             found = open_now.get(_key(v.job_id, v.node_id, kind))
@@ -74,13 +81,20 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: 
                 continue
             d, window_start = decided
             node_id = gpu_nodes.get(d.gpu_id, v.node_id) if d.gpu_id else v.node_id
+            note = late_notes.get(v.job_id) if v.job_id is not None else None
+            if found is None and note is not None:
+                found = _closed_within(v.job_id, kind, window_start)
+                if found is not None:
+                    found.state, found.closed_at = FindingState.OPEN, None
+                    reopened.append(found)
             if found is None:
                 creates.append(Finding(
                     kind=kind, severity=d.severity, state=FindingState.OPEN, job_id=v.job_id,
                     node_id=node_id, gpu_id=d.gpu_id, window_start=window_start,
-                    window_end=v.end, first_seen=v.end, last_seen=v.end, evidence=d.evidence,
+                    window_end=v.end, first_seen=v.end, last_seen=v.end,
+                    evidence={**d.evidence, "late_data": True} if note else d.evidence,
                     wasted_gpu_hours=d.wasted_gpu_hours, title=d.title[:200],
-                    explanation=d.explanation, suggestion=d.suggestion,
+                    explanation=d.explanation + (note or ""), suggestion=d.suggestion,
                 ))
                 continue
             if Severity(d.severity).rank > Severity(found.severity).rank:
@@ -91,13 +105,48 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: 
             found.last_seen = max(v.end, found.last_seen)
             found.evidence, found.wasted_gpu_hours = d.evidence, d.wasted_gpu_hours
             found.title, found.explanation = d.title[:200], d.explanation
+            if found in reopened:
+                found.explanation += note
             found.suggestion, found.gpu_id = d.suggestion, d.gpu_id
             updates.append(found)
     Finding.objects.bulk_create(creates)
+    bulk.update_rows(reopened, CLOSE_FIELDS)
     bulk.update_rows(updates, UPDATE_FIELDS)
     bulk.update_rows(closes, CLOSE_FIELDS)
     counts.opened, counts.updated, counts.closed = len(creates), len(updates), len(closes)
     return counts
+
+
+def _closed_within(job_id: int, kind: str, since: dt.datetime) -> Finding | None:
+    """The job's latest finding of ``kind`` closed at or after ``since``, if any."""
+    return (Finding.objects.filter(job_id=job_id, kind=kind, state=FindingState.CLOSED,
+                                   closed_at__gte=since)
+            .order_by("-closed_at").first())
+
+
+def open_late(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], notes: dict[int, str]
+              ) -> int:
+    """Findings for windows judged on late data, before the window the pass judges now:
+    each decided kind that no finding of the job covers opens (saying it came from late
+    data, its times those of the late window); nothing is closed, moved or raised twice."""
+    creates = []
+    for v in verdicts:
+        for kind, (d, window_start) in v.decisions.items():
+            covered = Finding.objects.filter(job_id=v.job_id, kind=kind).filter(
+                Q(state=FindingState.OPEN) | Q(closed_at__gte=window_start)).exists()
+            if covered:
+                continue
+            node_id = gpu_nodes.get(d.gpu_id, v.node_id) if d.gpu_id else v.node_id
+            creates.append(Finding(
+                kind=kind, severity=d.severity, state=FindingState.OPEN, job_id=v.job_id,
+                node_id=node_id, gpu_id=d.gpu_id, window_start=window_start,
+                window_end=v.end, first_seen=v.end, last_seen=v.end,
+                evidence={**d.evidence, "late_data": True},
+                wasted_gpu_hours=d.wasted_gpu_hours, title=d.title[:200],
+                explanation=d.explanation + notes.get(v.job_id, ""), suggestion=d.suggestion,
+            ))
+    Finding.objects.bulk_create(creates)
+    return len(creates)
 
 
 def close_for_jobs(ended: dict[int, dt.datetime]) -> int:

@@ -32,10 +32,10 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from clusterui.findings import bulk, efficiency, record, slices, usage_rollup
+from clusterui.findings import bulk, efficiency, late, record, slices, usage_rollup
 from clusterui.findings.choices import FindingKind, FindingState
 from clusterui.findings.detectors import RETIRED_KINDS, WINDOW_DETECTORS, gpu_errors
-from clusterui.findings.models import Finding, JobEfficiency
+from clusterui.findings.models import Finding, JobEfficiency, LateSpan
 from clusterui.findings.thresholds import Thresholds
 from clusterui.findings.window import GpuEventRow, GpuInfo, JobWindow, read_windows
 from clusterui.inventory.choices import NicKind
@@ -56,6 +56,7 @@ WINDOW_KINDS = {d.KIND for d in WINDOW_DETECTORS} | RETIRED_KINDS
 class PassResult:
     jobs: int = 0
     behind: int = 0  # jobs still catching up on a backlog (next passes go on)
+    late: int = 0  # (job, node) spans of samples that came after the pass had passed them
     judged: int = 0
     finalized: int = 0
     opened: int = 0
@@ -130,6 +131,8 @@ def oldest_unread(now: dt.datetime | None = None, thresholds: Thresholds | None 
         gpus_of = _load_gpus([j.id for j in fresh])
         marks += slices.first_samples([(j.id, g.gpu_id, _first_from(j))
                                        for j in fresh for g in gpus_of.get(j.id, ())]).values()
+    # Samples that came after a pass had passed them (``late``): read by the next pass.
+    marks += LateSpan.objects.values_list("start", flat=True)
     return min(marks) if marks else None
 
 
@@ -223,6 +226,13 @@ def _accumulate(plans: list[_Plan], fabric, t: Thresholds) -> None:
 def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
     jobs = _select_jobs(now, t)
     result.jobs = len(jobs)
+    late_items = late.affected(late.take_spans(), jobs, now)
+    # Finalized jobs that late samples of their lifetime reached: finalized again.
+    listed = {j.id for j in jobs}
+    for item in late_items:
+        if item.job.id not in listed:
+            listed.add(item.job.id)
+            jobs.append(item.job)
     gpus_of = _load_gpus([j.id for j in jobs])
     node_ids = {g.node_id for gs in gpus_of.values() for g in gs}
     nodes = {n: (seen, interval, heard or seen) for n, seen, interval, heard in
@@ -237,11 +247,14 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
              for p in [_plan(j, gpus_of[j.id], nodes, firsts.get(j.id), now, t)]
              if p is not None]
     result.behind = sum(1 for p in plans if not p.caught_up)
+    result.late = len(late_items)
+    _accumulate_late(late_items, gpus_of, nodes, fabric, t)
     _accumulate(plans, fabric, t)
+    late_jobs = {i.job.id for i in late_items}
 
     creates, updates = [], []
     for p in plans:
-        if p.work.t1 <= p.work.t0 and not p.final:
+        if p.work.t1 <= p.work.t0 and not p.final and p.job.id not in late_jobs:
             continue
         p.eff.through = max(p.work.t1, p.eff.through or p.work.t1)
         p.eff.computed_at = now
@@ -257,17 +270,65 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
     bulk.update_rows(updates, [f.name for f in JobEfficiency._meta.fields if not f.primary_key])
 
     judged_plans = [p for p in plans if p.eff.window_start is not None and p.caught_up
-                    and (p.work.t1 > p.work.t0 or p.final)]
+                    and (p.work.t1 > p.work.t0 or p.final or p.job.id in late_jobs)]
     verdicts = _judge(judged_plans, gpus_of, t, result)
     gpu_nodes = {g.gpu_id: g.node_id for gs in gpus_of.values() for g in gs}
     verdicts += _node_errors(now, t)
-    counts = record.apply(verdicts, gpu_nodes=gpu_nodes, close_after_s=t.close_after_s)
+    notes = {}
+    for item in late_items:
+        notes[item.job.id] = late.note(item.t1, item.received_at)
+    counts = record.apply(verdicts, gpu_nodes=gpu_nodes, close_after_s=t.close_after_s,
+                          late_notes=notes)
+    counts.opened += _judge_late(late_items, judged_plans, gpus_of, nodes, gpu_nodes, notes,
+                                 t, result)
     finals = {p.job.id: p.end for p in plans if p.final}
     counts.closed += record.close_for_jobs(finals)
     result.opened, result.updated, result.closed = counts.opened, counts.updated, counts.closed
     result.finalized = len(finals)
     slices.prune(now - dt.timedelta(seconds=t.window_s + 7200), list(finals))
     usage_rollup.fold()
+
+
+def _accumulate_late(items: list[late.Late], gpus_of, nodes, fabric, t: Thresholds) -> None:
+    """Add the samples the pass had passed (``late``) to the slices and the jobs' totals,
+    in statements of their own (a late span and a job's new data must not meet in one
+    counter difference)."""
+    work = late.works(items, gpus_of, {n: v[1] for n, v in nodes.items()}, t.window_s,
+                      lambda job: job.cpus)
+    if not work:
+        return
+    effs = {i.job.id: i.eff for i in items}
+    for (job_id, gpu_id), totals in slices.add_gpu_samples(work, t).items():
+        efficiency.add_gpu_totals(effs[job_id].accum, gpu_id, late.without_energy(totals))
+    for job_id, totals in slices.add_job_samples(work, fabric, t).items():
+        efficiency.add_job_totals(effs[job_id].accum, totals)
+
+
+def _judge_late(items: list[late.Late], judged: list[_Plan], gpus_of, nodes, gpu_nodes,
+                notes, t: Thresholds, result: PassResult) -> int:
+    """Judge the window a late span ends, where the pass's own window for the job does not
+    reach back to it: findings it raises open (and say so); none is closed or moved."""
+    window_start = {p.job.id: p.work.t1 - dt.timedelta(seconds=t.window_s) for p in judged}
+    ends: dict[int, late.Late] = {}
+    for item in items:
+        begins = window_start.get(item.job.id)
+        if begins is not None and item.t1 >= begins:
+            continue  # the pass's own window holds it
+        if item.job.id not in ends or item.t1 > ends[item.job.id].t1:
+            ends[item.job.id] = item
+    plans = []
+    for item in ends.values():
+        job = item.job
+        nodes_of = sorted({g.node_id for g in gpus_of.get(job.id, ())})
+        interval = max((nodes[n][1] or DEFAULT_INTERVAL_S) for n in nodes_of)
+        plans.append(_Plan(job, item.eff, slices.Work(
+            job_id=job.id, t0=item.t1, t1=item.t1, keep_from=item.t1, cpus_per_node=job.cpus,
+            nodes={n: interval for n in nodes_of}), job.started_at or job.first_seen,
+            interval, False, None))
+    if not plans:
+        return 0
+    verdicts = _decide(plans, gpus_of, t, result)
+    return record.open_late(verdicts, gpu_nodes=gpu_nodes, notes=notes)
 
 
 def _reopen_revived(jobs: list[Job]) -> None:
@@ -288,6 +349,18 @@ def _reopen_revived(jobs: list[Job]) -> None:
 
 def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
            ) -> list[record.Verdict]:
+    verdicts = _decide(plans, gpus_of, t, result)
+    effs = {p.job.id: p.eff for p in plans}
+    judged = [v for v in verdicts if v.judged]
+    for v in judged:
+        effs[v.job_id].judged_at = v.end
+    bulk.update_rows([effs[v.job_id] for v in judged], ["judged_at"])
+    return verdicts
+
+
+def _decide(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
+            ) -> list[record.Verdict]:
+    """Each plan's window (ending at its ``work.t1``) read and put to the detectors."""
     windows, event_start, judgeable = [], {}, {}
     for p in plans:
         t1 = p.work.t1
@@ -311,7 +384,7 @@ def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
         for g in w.gpus:
             if g.free_clock_max_mhz and g.free_clock_max_mhz > reference.get(g.model, 0):
                 reference[g.model] = g.free_clock_max_mhz
-    verdicts, judged = [], []
+    verdicts = []
     per_gpu_waste = {p.job.id: {u: e.get("wasted_gpu_hours", 0.0)
                                 for u, e in p.eff.per_gpu.items()} for p in plans}
     for w in windows:
@@ -323,7 +396,7 @@ def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
                            else None, kinds={FindingKind.GPU_ERRORS}, end=w.end)
         if judgeable[w.job_id] and w.gpus and w.min_gpu_samples() >= t.min_samples:
             result.judged += 1
-            judged.append(w)
+            v.judged = True
             v.kinds |= WINDOW_KINDS
             for detector in WINDOW_DETECTORS:
                 decision = detector.detect(w, t)
@@ -333,10 +406,6 @@ def _judge(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
         if decision is not None:
             v.decisions[decision.kind] = (decision, event_start[w.job_id])
         verdicts.append(v)
-    effs = {p.job.id: p.eff for p in plans}
-    for w in judged:
-        effs[w.job_id].judged_at = w.end
-    bulk.update_rows([effs[w.job_id] for w in judged], ["judged_at"])
     return verdicts
 
 

@@ -24,6 +24,7 @@ import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from clusterui.findings.late import LATE_LOCK_KEY
 from clusterui.ingest import dedupe, inventory_cache
 from clusterui.ingest.validate import Batch
 from clusterui.telemetry import nicrollup, partitions
@@ -202,7 +203,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
         # A server-binding psycopg cursor: COPY needs psycopg's own, and parameters sent
         # apart from the query (in binary) cost no per-element quoting of the arrays.
         cur = psycopg.Cursor(wrapper.cursor.connection)
-        nodes, marks = _upsert_nodes(cur, batches, seen, received_at)
+        nodes, marks, quiet = _upsert_nodes(cur, batches, seen, received_at)
         batch_ids = _log_batches(cur, batches, spans, nodes, received_at)
         _count_runs(cur, batches, batch_ids, nodes, received_at)
         for batch, when, batch_id, (lo, hi) in zip(batches, seen, batch_ids, spans,
@@ -255,6 +256,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
             if p.dropped:
                 counted.append((result, p.dropped))
         _count_duplicates(cur, counted)
+        _mark_late(cur, pending, marks, quiet, received_at)
         _touch_jobs(cur, gpu_rows, job_rows, received_at)
         _copy(cur, GPU_SAMPLE_TABLE, GPU_SAMPLE_COLUMNS, GPU_COPY_TYPES, gpu_rows)
         _copy(cur, NIC_SAMPLE_TABLE, NIC_SAMPLE_COLUMNS, NIC_COPY_TYPES, nic_rows)
@@ -383,9 +385,10 @@ _UNKNOWN_MARK = 2**62
 
 def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_at
                   ) -> tuple[dict[tuple[str, str], tuple[int, int]],
-                             dict[tuple[str, str], int | None]]:
+                             dict[tuple[str, str], int | None], set[tuple[str, str]]]:
     """Clusters and nodes, one statement each: ({(cluster, node): (node id, cluster id)},
-    {(cluster, node): its data high-water mark before this flush}).
+    {(cluster, node): its data high-water mark before this flush}, the (cluster, node)s
+    that were silent by arrival until this flush).
 
     Several batches of one node in a flush make one row (its newest description), sorted so
     that two consumers lock nodes in the same order. The nodes' rows are locked first
@@ -416,7 +419,7 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
     cluster_ids = dict(cur.fetchall())
     cur.execute(
         """
-        SELECT n.cluster_id, n.name, n.last_seen FROM inventory_node n
+        SELECT n.cluster_id, n.name, n.last_seen, n.reported_at FROM inventory_node n
         JOIN unnest(%b::int[], %b::text[]) AS u(cluster, name)
           ON n.cluster_id = u.cluster AND n.name = u.name
         ORDER BY n.id FOR UPDATE OF n
@@ -424,7 +427,12 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
         ([cluster_ids[c] for c, _n in keys], [n for _c, n in keys]),
         binary=True,
     )
-    before = {(cid, name): last for cid, name, last in cur.fetchall()}
+    before, quiet_ids = {}, set()
+    silent_since = received_at - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    for cid, name, last, reported in cur.fetchall():
+        before[(cid, name)] = last
+        if reported is not None and reported < silent_since:
+            quiet_ids.add((cid, name))
     rows = [newest[k] for k in keys]
     cur.execute(
         """
@@ -458,7 +466,38 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
         marks[(cid, name)] = (None if inserted else _UNKNOWN_MARK) if last is None else \
             (last - _PG_EPOCH) // dt.timedelta(microseconds=1)
     return ({(c, n): (by_name[(cluster_ids[c], n)], cluster_ids[c]) for c, n in keys},
-            {(c, n): marks[(cluster_ids[c], n)] for c, n in keys})
+            {(c, n): marks[(cluster_ids[c], n)] for c, n in keys},
+            {(c, n) for c, n in keys if (cluster_ids[c], n) in quiet_ids})
+
+
+def _mark_late(cur, pending: list[dedupe.Pending], marks, quiet, received_at: dt.datetime
+               ) -> None:
+    """Record the batches the detector pass may already have moved past (``LateSpan``).
+
+    A batch is late when its oldest stored sample is not newer than the newest data its
+    node had before this flush (batches out of order), or when its node was silent by
+    arrival until now (a spool replayed after an outage: the pass went on with the job's
+    other nodes). In-order batches of a live node, all but a handful, write nothing here.
+    The shared advisory lock keeps a late batch from committing while a pass runs, so a
+    pass sees a late batch's samples and its span together or neither.
+    """
+    spans = []
+    for p in pending:
+        stamps = [r[0] for rows in (p.gpu, p.nic, p.job) for r in rows]
+        if not stamps:
+            continue
+        lo, hi = min(stamps), max(stamps)
+        mark = marks.get(p.node)
+        out_of_order = mark is not None and mark != _UNKNOWN_MARK and lo <= mark
+        if out_of_order or p.node in quiet:
+            spans.append((p.node_id, _from_pg_micros(lo), _from_pg_micros(hi)))
+    if not spans:
+        return
+    cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (LATE_LOCK_KEY,))
+    cur.executemany(
+        "INSERT INTO findings_latespan (node_id, start, \"end\", received_at) "
+        "VALUES (%s, %s, %s, %s)",
+        [(node_id, lo, hi, received_at) for node_id, lo, hi in spans])
 
 
 def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[int | None]:

@@ -131,3 +131,87 @@ def test_a_job_ends_at_its_newest_sample_though_ingest_writes_its_time_every_min
     assert close_stale_jobs(now=at(NOW + 400)) == 1
     row.refresh_from_db()
     assert row.ended_at == row.last_seen == at(times[-1])
+
+
+def deliver_minutes(node, job, minutes, *, start, arrived, util=2.0, seq_base=1):
+    """Whole minutes of the job's samples (10 s apart), one batch per minute."""
+    for m in minutes:
+        times = span(start + 60 * m, 60)
+        deliver(node, job, seq_base + m, times, arrived=arrived, util=util)
+
+
+def late_spans() -> int:
+    from clusterui.findings.models import LateSpan
+    return LateSpan.objects.count()
+
+
+def test_batches_out_of_order_are_all_counted():
+    """Minutes 10-14 of a running job come after minutes 15-19 and after a pass moved past
+    them: the next pass adds them, and the job is judged on every sample."""
+    node, job = Node("late-d"), Job("704", gpus=[0, 1], started_at=BASE - 60)
+    deliver_minutes(node, job, [*range(10), *range(15, 20)], start=BASE, arrived=NOW)
+    passes_until_caught_up(NOW + 60)
+    assert per_gpu_samples("704") == {90}
+    assert late_spans() == 0  # in order: nothing to catch up on
+
+    deliver_minutes(node, job, range(10, 15), start=BASE, arrived=NOW + 90)
+    assert late_spans() == 5
+    run_pass(now=at(NOW + 120))
+    assert late_spans() == 0
+    assert per_gpu_samples("704") == {120}
+    eff = JobEfficiency.objects.get(job__external_id="704")
+    gpus = list(eff.accum["gpus"].values())
+    assert {dt.datetime.fromisoformat(a["last_ts"]) for a in gpus} == {at(BASE + 20 * 60)}
+    assert {dt.datetime.fromisoformat(a["first_ts"]) for a in gpus} == {at(BASE + 10)}
+    run_pass(now=at(NOW + 180))
+    assert per_gpu_samples("704") == {120}  # counted once
+
+
+def test_late_data_of_a_finalized_job_is_judged_and_says_so():
+    """A busy job's first and last minutes came live; its idle middle came an hour after it
+    was finalized (say, from a second spool). It is judged again on all of it: low
+    utilization, raised from late data and saying so, closed at the job's end."""
+    node, job = Node("late-e"), Job("705", gpus=[0, 1], started_at=BASE - 700)
+    for m in (0, 1, 28, 29):
+        times = span(BASE + 60 * m, 60)
+        deliver(node, job, 1 + m, times, arrived=times[-1] + 2, util=90.0)
+        run_pass(now=at(times[-1] + 31))
+    end = BASE + 30 * 60
+    assert close_stale_jobs(now=at(end + 400)) == 1
+    assert run_pass(now=at(end + 460)).finalized == 1
+    assert not Finding.objects.filter(job__external_id="705").exists()
+
+    inventory_cache.forget()
+    deliver_minutes(node, job, range(2, 28), start=BASE, arrived=end + 3600, util=2.0)
+    result = run_pass(now=at(end + 3630))
+    assert result.late == 26 and result.finalized == 1  # one span per late batch
+    assert per_gpu_samples("705") == {180}
+    row = JobRow.objects.get(external_id="705")
+    assert row.state == JobState.ENDED and row.ended_at == at(end)
+    low = Finding.objects.get(job=row, kind=FindingKind.LOW_UTILIZATION)
+    assert low.state == FindingState.CLOSED and low.closed_at == at(end)
+    assert "reached ClusterUI late" in low.explanation and low.evidence["late_data"] is True
+    eff = JobEfficiency.objects.get(job=row)
+    assert eff.finalized_at == at(end + 3630)
+    assert eff.gpu_hours_used < 0.2 * eff.gpu_hours_allocated
+
+
+def test_late_data_older_than_the_window_raises_its_own_finding(settings):
+    """A running job's idle minutes 5-14 arrive after the pass's ten-minute window has moved
+    on to its busy minutes: the window those minutes end is judged; the finding says it
+    came from late data, and the live judgement is not disturbed."""
+    settings.DETECTOR_WINDOW_S = 600
+    node, job = Node("late-f"), Job("706", gpus=[0, 1], started_at=BASE - 700)
+    deliver_minutes(node, job, [*range(5), *range(15, 30)], start=BASE, arrived=NOW,
+                    util=90.0)
+    passes_until_caught_up(NOW + 60)
+    assert not Finding.objects.filter(job__external_id="706").exists()
+
+    deliver_minutes(node, job, range(5, 15), start=BASE, arrived=NOW + 90, util=2.0)
+    run_pass(now=at(NOW + 120))
+    low = Finding.objects.get(job__external_id="706", kind=FindingKind.LOW_UTILIZATION)
+    assert low.state == FindingState.OPEN
+    assert low.window_end == at(BASE + 15 * 60)
+    assert low.first_seen <= low.last_seen
+    assert "reached ClusterUI late" in low.explanation
+    assert per_gpu_samples("706") == {180}
