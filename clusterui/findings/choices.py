@@ -35,5 +35,5 @@ class UtilSource(models.TextChoices):
     """Which signal "used" GPU time was weighted by."""
 
     SM_ACTIVE = "sm_active", "SM activity (GPM)"
-    NVML_UTIL = "nvml_util", "NVML utilization"
-    MIXED = "mixed", "SM activity where reported, NVML utilization elsewhere"
+    NVML_UTIL = "nvml_util", "GPU utilization (NVML)"
+    MIXED = "mixed", "SM activity (GPM) where reported, GPU utilization (NVML) elsewhere"

@@ -93,7 +93,8 @@ def affected(spans, jobs: list[Job], now: dt.datetime) -> list[Late]:
             if job.ended_at is not None:
                 end = min(end, job.ended_at)
             start = job.started_at or job.first_seen
-            if end <= lo or (start is not None and end <= start):
+            # A span of one sample (a batch of one sample: 60 s sampling) has lo == hi.
+            if end < lo or (start is not None and end <= start):
                 continue
             out.append(Late(job, eff, node_id, lo - _MICRO, end, received))
     return out

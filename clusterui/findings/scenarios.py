@@ -275,24 +275,27 @@ class Confusion:
         return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
 
 
-def confusion(results: list[CaseResult]) -> dict[str, Confusion]:
+def tally(outcomes) -> dict[str, Confusion]:
+    """Per kind, the confusion of ``outcomes``: (kinds expected, kinds raised) pairs."""
     out = {k: Confusion() for k in KINDS}
-    for r in results:
-        expected = r.case.expected
-        for kind in KINDS:
-            c = out[kind]
-            if kind in expected and kind in r.raised:
+    for expected, raised in outcomes:
+        for kind, c in out.items():
+            if kind in expected and kind in raised:
                 c.tp += 1
             elif kind in expected:
                 c.fn += 1
-            elif kind in r.raised:
+            elif kind in raised:
                 c.fp += 1
             else:
                 c.tn += 1
     return out
 
 
-def _ratio(value: float | None) -> str:
+def confusion(results: list[CaseResult]) -> dict[str, Confusion]:
+    return tally((r.case.expected, r.raised) for r in results)
+
+
+def ratio(value: float | None) -> str:
     return "   -" if value is None else f"{value:.2f}"
 
 
@@ -308,7 +311,7 @@ def report(suites: list[SuiteResult]) -> str:
         lines.append(f"  {'kind':<16} {'TP':>3} {'FP':>3} {'FN':>3} {'TN':>3}  precision  recall")
         for kind, c in confusion(results).items():
             lines.append(f"  {kind:<16} {c.tp:>3} {c.fp:>3} {c.fn:>3} {c.tn:>3}  "
-                         f"{_ratio(c.precision):>9}  {_ratio(c.recall):>6}")
+                         f"{ratio(c.precision):>9}  {ratio(c.recall):>6}")
         lines.append("")
     wrong = [r for s in suites for r in s.wrong()]
     lines.append("Cases:")

@@ -215,3 +215,50 @@ def test_late_data_older_than_the_window_raises_its_own_finding(settings):
     assert low.first_seen <= low.last_seen
     assert "reached ClusterUI late" in low.explanation
     assert per_gpu_samples("706") == {180}
+
+
+def test_late_batches_of_one_sample_each_are_counted_and_judged():
+    """At 60 s sampling every batch holds one sample: a late one spans a single instant.
+    Forty minutes of them in a shuffled order, passes in between, are all counted (the
+    scenario matrix found that such spans were skipped: 9 to 31 of 40 samples counted and
+    the job's low utilization never raised)."""
+    import random
+
+    from clusterui.findings.matrix import generate
+    from clusterui.findings.matrix.cases import CASES
+
+    case = next(c for c in CASES if c.name == "low-util")
+    plan = generate.build(run="t", cluster="late", end=NOW, shapes=("out-of-order",),
+                          rates=(60,), cases=(case,))
+    batches = list(plan.feeds["out-of-order"][0].batches)
+    random.Random(3).shuffle(batches)
+    arrived = NOW + 5
+    for i in range(0, len(batches), 5):
+        for envelope in batches[i:i + 5]:
+            store_batch(validate_batch(envelope, now=arrived), received_at=at(arrived))
+        run_pass(now=at(arrived))
+        arrived += 2
+    close_stale_jobs(now=at(arrived + 600))
+    run_pass(now=at(arrived + 600))
+    eff = JobEfficiency.objects.get()
+    assert eff.finalized_at is not None
+    assert {g["samples"] for g in eff.per_gpu.values()} == {generate.RUN_S // 60}
+    assert set(Finding.objects.values_list("kind", flat=True)) == {FindingKind.LOW_UTILIZATION}
+
+
+def test_a_node_heard_just_before_a_pass_is_waited_for_while_its_batches_are_stored(settings):
+    """A two-node job's history arrives as a backlog, node after node (the scenario matrix
+    failed on this once in CI: 1,050 of a node's 1,200 samples counted). The second node's
+    last batches are taken by the consumer 9 s after its previous ones (not silent: the
+    writer does not mark them late) but commit after a pass that ran 11 s after, when the
+    node looked silent to it. The pass must not move the job past that node's data, which
+    would then never be read."""
+    settings.NODE_SILENT_AFTER_S = 10
+    first, second = Node("late-h0"), Node("late-h1")
+    job = Job("708", gpus=[0, 1], started_at=BASE - 60)
+    deliver_minutes(first, job, range(40), start=BASE, arrived=NOW)
+    deliver_minutes(second, job, range(35), start=BASE, arrived=NOW)
+    passes_until_caught_up(NOW + 11)  # both nodes last heard 11 s ago
+    deliver_minutes(second, job, range(35, 40), start=BASE, arrived=NOW + 9, seq_base=1)
+    passes_until_caught_up(NOW + 60)
+    assert per_gpu_samples("708") == {240}  # every sample of all four GPUs

@@ -17,12 +17,20 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="Allocated GPU-hours the GPUs spent idle")
     efficiency_pct = serializers.SerializerMethodField(
         help_text="Used / allocated GPU-hours, in percent")
+    judged_at = serializers.DateTimeField(
+        source="efficiency.judged_at", read_only=True, allow_null=True,
+        help_text="Data time up to which the detectors last judged the job; null while they "
+                  "never have (grace period, too few samples)")
+    finalized_at = serializers.DateTimeField(
+        source="efficiency.finalized_at", read_only=True, allow_null=True,
+        help_text="When the pass closed the books of the ended job; null while it runs or "
+                  "its last data is still to be read")
 
     class Meta:
         model = Job
         fields = ["id", "cluster", "scheduler", "external_id", "name", "user", "account",
                   "partition", "state", "started_at", "ended_at", "cpus", "gpu_hours",
-                  "wasted_gpu_hours", "efficiency_pct"]
+                  "wasted_gpu_hours", "efficiency_pct", "judged_at", "finalized_at"]
 
     def get_efficiency_pct(self, obj) -> float | None:
         ratio = getattr(obj, "efficiency_ratio", None)

@@ -1,0 +1,181 @@
+"""From cases to contract-1 batches: every case at every sampling rate, for every delivery
+shape, as a collector would have sampled and flushed it.
+
+Each (shape, rate, case) is one job on nodes of its own, named so that a reader can tell
+what it is (``mx-<run>-lv10-idle-gpus-0``: live, 10 s, the idle-gpus case, node rank 0).
+A case's signal is made second by second (``cases``); a sample at ``r`` seconds reports
+the mean of its interval for activities, rates and power, and the value at its end for
+clocks, clock-event reasons and memory, as NVML and the collector do. The energy counter is
+the running sum of the power. A node flushes a batch every minute of data.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from clusterui.findings.matrix.cases import (
+    CASES,
+    CPUS_PER_GPU,
+    ETH_BYTES_PER_S,
+    IB_BYTES_PER_S,
+    Case,
+)
+
+RATES = (1, 2, 10, 30, 60)
+SHAPES = ("live", "backlog", "out-of-order", "spool-replay")
+SHAPE_TAGS = {"live": "lv", "backlog": "bl", "out-of-order": "oo", "spool-replay": "sp"}
+FLUSH_S = 60
+RUN_S = 40 * 60  # a job's data in the live, backlog and out-of-order shapes
+# The spool-replay shape: live for 20 minutes, then one node of every job is cut off for two
+# hours (its collector spools), then it replays the spool while the stream goes on.
+SPOOL_BEFORE_S = 20 * 60
+SPOOL_GAP_S = 2 * 3600
+SPOOL_AFTER_S = 15 * 60
+GPU_FIELDS = ["ts", "gpu", "job", "util_pct", "mem_util_pct", "mem_used_mib", "power_w",
+              "temp_c", "sm_clock_mhz", "sm_active_pct", "tensor_active_pct",
+              "dram_active_pct", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s",
+              "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "throttle_reasons", "energy_j"]
+
+
+@dataclass
+class NodeFeed:
+    """One node's batches in data order; ``times[i]`` is where batch i's data ends."""
+
+    name: str
+    job_id: str
+    rank: int
+    batches: list[dict] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MatrixJob:
+    shape: str
+    rate: int
+    case: Case
+    external_id: str
+    nodes: tuple[str, ...]
+
+
+@dataclass
+class Plan:
+    run: str
+    cluster: str
+    account: str
+    end: float  # where every job's data ends
+    jobs: list[MatrixJob] = field(default_factory=list)
+    feeds: dict[str, list[NodeFeed]] = field(default_factory=dict)  # per shape
+
+    def cut(self) -> tuple[float, float]:
+        """The data times (start, end] the spool-replay shape's cut-off nodes hold back."""
+        start = self.end - SPOOL_AFTER_S - SPOOL_GAP_S
+        return start, start + SPOOL_GAP_S
+
+
+def duration_s(shape: str, case: Case) -> float:
+    if case.minutes is not None:
+        return case.minutes * 60
+    return SPOOL_BEFORE_S + SPOOL_GAP_S + SPOOL_AFTER_S if shape == "spool-replay" else RUN_S
+
+
+def build(*, run: str, cluster: str, end: float, seed: int = 7,
+          shapes=SHAPES, rates=RATES, cases=CASES) -> Plan:
+    plan = Plan(run=run, cluster=cluster, account=f"matrix-{run}",
+                end=float(int(end) // FLUSH_S * FLUSH_S))
+    for shape in shapes:
+        feeds = plan.feeds.setdefault(shape, [])
+        for rate in rates:
+            for case in cases:
+                prefix = f"mx-{run}-{SHAPE_TAGS[shape]}{rate}-{case.name}"
+                job = MatrixJob(shape, rate, case, external_id=prefix,
+                                nodes=tuple(f"{prefix}-{r}" for r in range(case.nodes)))
+                plan.jobs.append(job)
+                rng = np.random.default_rng(
+                    [seed, zlib.crc32(prefix.removeprefix(f"mx-{run}-").encode())])
+                for rank, node in enumerate(job.nodes):
+                    feeds.append(_feed(plan, job, node, rank, rng))
+    return plan
+
+
+def _feed(plan: Plan, job: MatrixJob, node: str, rank: int, rng) -> NodeFeed:
+    case, rate = job.case, job.rate
+    seconds = int(duration_s(job.shape, case))
+    start = plan.end - seconds
+    sig = case.signal(rng, seconds, case.gpus, case)
+    g = case.gpu
+    n = seconds // rate
+    ends = np.arange(1, n + 1) * rate  # a sample at start + ends[k] covers (ends[k] - rate, ends[k]]
+
+    def mean(a):  # per interval, last axis
+        return a[..., : n * rate].reshape(*a.shape[:-1], n, rate).mean(axis=-1)
+
+    def at_end(a):
+        return a[..., ends - 1]
+
+    power_s = 60.0 + (g.power_limit_w - 60.0) * sig.sm / 100.0
+    energy = 1.0e7 * (1 + rank) + np.cumsum(power_s, axis=-1)
+    util, sm = mean(sig.util), mean(sig.sm)
+    power, nvlink = mean(power_s), mean(sig.nvlink)
+    fabric, cpu = mean(sig.fabric), mean(sig.cpu)
+    clock, throttle, joules = at_end(sig.clock), at_end(sig.throttle), at_end(energy)
+    mem_used = np.where(at_end(sig.sm) > 5, 0.55 * g.memory_mib, 600.0)
+    cpus = case.gpus * CPUS_PER_GPU
+    times = start + ends
+    feed = NodeFeed(node, job.external_id, rank)
+    gpus = [{"uuid": f"GPU-{node}-{i}", "index": i, "model": g.model,
+             "memory_total_mib": g.memory_mib, "power_limit_w": g.power_limit_w,
+             "pci_bus_id": f"00000000:{i + 24:02X}:00.0",
+             "nvlink_bytes_per_s": g.nvlink_bytes_per_s} for i in range(case.gpus)]
+    nics = [{"name": "mlx5_0:1", "kind": "infiniband", "link_bytes_per_s": IB_BYTES_PER_S},
+            {"name": "eth0", "kind": "ethernet", "link_bytes_per_s": ETH_BYTES_PER_S}]
+    meta = {"id": job.external_id, "scheduler": "slurm", "user": "matrix",
+            "name": case.name, "account": plan.account, "partition": "gpu",
+            "started_at": float(start), "ended_at": None, "gpus": list(range(case.gpus)),
+            "cpus": cpus}
+    xid = None if case.xid_after_s is None or rank else start + case.xid_after_s
+    seq, k = 0, 0
+    for flush_end in np.arange(start + FLUSH_S, plan.end + 1e-6, FLUSH_S):
+        rows, nic_rows, job_rows = [], [], []
+        while k < n and times[k] <= flush_end:
+            ts = float(times[k])
+            for i in range(case.gpus):
+                nvl = (None if g.nvlink_bytes_per_s is None
+                       else round(float(nvlink[i, k]) * g.nvlink_bytes_per_s))
+                busy = float(sm[i, k])
+                rows.append([
+                    ts, i, job.external_id, float(util[i, k]), round(busy * 0.4, 1),
+                    round(float(mem_used[i, k])), round(float(power[i, k]), 1),
+                    round(35 + 45 * busy / 100, 1), round(float(clock[i, k])),
+                    round(busy, 2) if g.gpm else None,
+                    round(busy * 0.5, 2) if g.gpm else None,
+                    round(busy * 0.4, 2) if g.gpm else None, 100_000_000, 120_000_000,
+                    nvl, nvl, int(throttle[i, k]), round(float(joules[i, k]), 3)])
+            ib = round(float(fabric[k]) * IB_BYTES_PER_S)
+            nic_rows += [[ts, 0, ib, ib], [ts, 1, 1_000_000, 1_000_000]]
+            job_rows.append([ts, job.external_id, round(float(cpu[k]) * cpus, 2), 2 * 10**10])
+            k += 1
+        if not rows:
+            continue
+        events = []
+        if xid is not None and flush_end - FLUSH_S < xid <= flush_end:
+            events.append({"ts": float(xid), "gpu": 0, "kind": "xid", "code": 79,
+                           "message": "GPU has fallen off the bus (scenario matrix)"})
+        seq += 1
+        feed.batches.append({
+            "schema": 1, "cluster": plan.cluster, "node": node,
+            "agent": {"version": "scenario-matrix", "boot_id": f"{node}-boot", "seq": seq,
+                      "spool_dropped": 0, "simulated": True},
+            "sent_at": float(flush_end), "interval_s": rate, "gpus": gpus, "nics": nics,
+            "jobs": [meta],
+            "gpu_samples": {"fields": GPU_FIELDS, "rows": rows},
+            "nic_samples": {"fields": ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"],
+                            "rows": nic_rows},
+            "job_samples": {"fields": ["ts", "job", "cpu_cores_used", "host_mem_used_bytes"],
+                            "rows": job_rows},
+            "events": events,
+        })
+        feed.times.append(float(flush_end))
+    return feed
