@@ -1,9 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
-from django.views.generic import RedirectView
 
+from clusterui.accounts.admin_login import admin_login
 from clusterui.accounts.views import LoginView
 from clusterui.api import token_pages as api_tokens
 
@@ -12,8 +11,7 @@ urlpatterns = [
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     # The admin signs in through the rate-limited sign-in page too.
-    path("admin/login/",
-         login_not_required(RedirectView.as_view(url="/login/", query_string=True))),
+    path("admin/login/", admin_login),
     path("admin/", admin.site.urls),
     path("", include("clusterui.ingest.urls")),
     path("", include("clusterui.alerts.urls")),

@@ -3,10 +3,11 @@ path given without its trailing slash is served as if it had one."""
 
 from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from clusterui.api.errors import not_found
+from clusterui.api.schema_view import SchemaView
 from clusterui.api.views.findings import FindingViewSet
 from clusterui.api.views.inventory import GpuViewSet, NicViewSet, NodeViewSet
 from clusterui.api.views.jobs import JobViewSet
@@ -27,7 +28,7 @@ router.register("tokens", TokenViewSet, basename="tokens")
 urlpatterns = [
     path("", RootView.as_view(), name="root"),
     path("usage/", UsageView.as_view(), name="usage"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaView.as_view(), name="schema"),
     # Browsable docs (Swagger UI from the sidecar package, no CDN): a browser that is not
     # signed in goes to the login page.
     path("docs/", login_required(SpectacularSwaggerView.as_view(url_name="api:schema")),

@@ -16,6 +16,18 @@ def mean_over(series, keys, metric) -> list[float | None]:
     return out
 
 
+def extreme_over(series, keys, metric, pick) -> list[float | None]:
+    """Per bucket, ``pick`` (``min`` or ``max``) of ``metric`` over the keys that have a
+    value there: with a series read with ``agg="min"``/``"max"``, the lowest and highest
+    sample of any of the GPUs in each bucket."""
+    columns = [series.values[k][metric] for k in keys if k in series.values]
+    out = []
+    for i in range(len(series.ts)):
+        vals = [c[i] for c in columns if c[i] is not None]
+        out.append(pick(vals) if vals else None)
+    return out
+
+
 def fabric_nics(nics):
     """The NICs that carry a job's traffic: InfiniBand / RoCE ports when the node has any
     (the management Ethernet would dilute the share), otherwise every NIC; only those

@@ -69,6 +69,20 @@ def job_range(job, params, now, data_from=None) -> tuple[timerange.TimeRange, st
     return timerange.TimeRange(lo, hi, tr.preset, running and tr.live), None, False
 
 
+def activity_band(gs, ids, start, end):
+    """The lowest and highest sample of any of the job's GPUs in each bucket, of SM
+    activity where the GPUs report it, else NVML utilization (two more reads of the same
+    buckets, with ``agg="min"`` and ``"max"``)."""
+    metric, what = (("sm_active_pct", "SM activity (GPM)")
+                    if any(v is not None for k in ids
+                           for v in gs.values.get(k, {}).get("sm_active_pct", []))
+                    else ("util_pct", "GPU utilization (NVML)"))
+    low = gpu_series(ids, [metric], start, end, step=gs.step, agg="min")
+    high = gpu_series(ids, [metric], start, end, step=gs.step, agg="max")
+    return (derived.extreme_over(low, ids, metric, min),
+            derived.extreme_over(high, ids, metric, max), what)
+
+
 def build(job, params, now: dt.datetime | None = None) -> JobView:
     now = now or timezone.now()
     view = JobView(job=job)
@@ -105,12 +119,13 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
     cpus_per_node = job.cpus
     ids = list(labels)
     view.figures = {
-        "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization %",
-                                      y_range=ts_figs.PCT_RANGE),
         "activity": ts_figs.activity_chart(
             gs, gpu_util=derived.mean_over(gs, ids, "util_pct"),
             gpu_sm=derived.mean_over(gs, ids, "sm_active_pct"),
-            nic_pct=derived.nic_load_pct(ns, nics), nvlink_pct=derived.nvlink_load_pct(gs, gpus)),
+            nic_pct=derived.nic_load_pct(ns, nics), nvlink_pct=derived.nvlink_load_pct(gs, gpus),
+            band=activity_band(gs, ids, start, end)),
+        "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization (NVML) %",
+                                      y_range=ts_figs.PCT_RANGE),
         "memory": ts_figs.per_gpu_chart(
             gs, "mem_used_mib", labels, y_title="GiB", scale=ts_figs.GIB_PER_MIB,
             capacities={g.id: g.memory_total_mib for g in gpus},

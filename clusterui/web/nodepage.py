@@ -40,9 +40,9 @@ def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
     ns = nic_series([n.id for n in nics], ("rx_bytes_per_s", "tx_bytes_per_s"), start, end,
                     step=gs.step)
     return {
-        "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization %",
+        "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization (NVML) %",
                                       y_range=ts_figs.PCT_RANGE),
-        "sm": ts_figs.per_gpu_chart(gs, "sm_active_pct", labels, y_title="SM activity %",
+        "sm": ts_figs.per_gpu_chart(gs, "sm_active_pct", labels, y_title="SM activity (GPM) %",
                                     y_range=ts_figs.PCT_RANGE),
         "memory": ts_figs.per_gpu_chart(
             gs, "mem_used_mib", labels, y_title="GiB", scale=ts_figs.GIB_PER_MIB,

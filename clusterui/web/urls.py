@@ -1,14 +1,27 @@
 from django.urls import path
 
-from clusterui.web.views import findings, health, jobs, nodes, overview, users
+from clusterui.web.views import (
+    compare,
+    findings,
+    gpus,
+    health,
+    jobs,
+    node_list,
+    nodes,
+    overview,
+    users,
+)
 
 # These names are linked to from emails and other apps: keep them stable.
 urlpatterns = [
     path("", overview.home, name="home"),
     path("healthz", health.healthz, name="healthz"),
+    path("nodes/", node_list.node_list, name="nodes"),
     path("nodes/<int:pk>/", nodes.node_detail, name="node-detail"),
+    path("gpus/<int:pk>/", gpus.gpu_detail, name="gpu-detail"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:pk>/", jobs.job_detail, name="job-detail"),
+    path("jobs/compare/", compare.job_compare, name="job-compare"),
     path("users/", users.usage, name="users"),
     path("findings/", findings.finding_list, name="findings"),
     path("findings/<int:pk>/ack/", findings.acknowledge, name="finding-ack"),

@@ -94,8 +94,11 @@
         draw(replacement);
       }
     });
+    // The fresh page's own time, written by the server in the page's time zone and format
+    // (the browser's clock and locale would say "7:24:02 PM" where the page said 19:23:02).
     var stamp = document.querySelector("[data-updated]");
-    if (stamp) stamp.textContent = new Date().toLocaleTimeString();
+    var nextStamp = doc.querySelector("[data-updated]");
+    if (stamp && nextStamp) stamp.textContent = nextStamp.textContent;
   }
 
   var refreshing = null;

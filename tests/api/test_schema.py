@@ -52,3 +52,23 @@ def test_docs_are_served_locally_to_a_signed_in_browser(client, users):
     for asset in assets:
         assert asset.startswith("/static/"), f"{asset} is not served by this server"
         assert client.get(asset).status_code == 200, asset
+
+
+BROWSER_ACCEPT = ("text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,"
+                  "image/webp,*/*;q=0.8")
+
+
+def test_the_schema_opened_in_a_browser_is_shown_not_downloaded(api):
+    """Following the schema link from the API root saved a file: the YAML came as
+    application/vnd.oai.openapi. A browser gets it as text it can show."""
+    response = api("alice").get("/api/v1/schema/", HTTP_ACCEPT=BROWSER_ACCEPT)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert "attachment" not in response.get("Content-Disposition", "")
+    assert response.content.decode().startswith("openapi: 3.")
+    # Tools still get what they ask for.
+    yaml = api("alice").get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi")
+    assert yaml["Content-Type"].startswith("application/vnd.oai.openapi")
+    as_json = api("alice").get("/api/v1/schema/",
+                               HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert as_json.json()["openapi"].startswith("3.")

@@ -7,6 +7,7 @@ ingest, then the real detector pass. One walk through the product as a new user 
 take it: sign in, the overview, a node, a flagged job and why it was flagged, the lists.
 """
 
+import datetime as dt
 import io
 import os
 import re
@@ -123,9 +124,15 @@ def test_a_new_user_sees_the_cluster_and_why_a_job_was_flagged(demo, browser):
 
     # A live page refreshes in place: the heatmap is redrawn, not the page reloaded.
     page.evaluate("window.__marker = 1")
+    stamp = page.locator("[data-updated]")
+    before = stamp.inner_text()
+    page.wait_for_timeout(1100)
     page.evaluate("window.ClusterUI.refresh()")
     page.wait_for_timeout(500)
     assert page.evaluate("window.__marker") == 1
+    # "updated 19:23:02", in the page's time zone and format, not the browser's locale's.
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", stamp.inner_text()), stamp.inner_text()
+    assert stamp.inner_text() != before
     tour.charts_rendered(1)
 
     # A click on a heatmap cell opens that node.
@@ -135,6 +142,14 @@ def test_a_new_user_sees_the_cluster_and_why_a_job_was_flagged(demo, browser):
     tour.charts_rendered(7)
     assert page.locator("h1").inner_text() == "gpu-a001"
     tour.shot("node")
+    # Node -> GPU: its own page, NVML beside GPM on one chart.
+    page.get_by_role("link", name="GPU 3", exact=True).click()
+    page.wait_for_url(re.compile(r".*/gpus/\d+/$"))
+    tour.charts_rendered(5)
+    assert page.locator("h1").inner_text() == "gpu-a001 · GPU 3"
+    tour.shot("gpu")
+    page.go_back()
+    tour.charts_rendered(7)
     page.get_by_role("link", name="6 h", exact=True).click()
     page.wait_for_url(re.compile(r".*range=6h"))
     tour.charts_rendered(7)
@@ -161,10 +176,36 @@ def test_a_new_user_sees_the_cluster_and_why_a_job_was_flagged(demo, browser):
     tour.visit("/jobs/?ordering=-wasted")
     assert page.locator(".jobs-table tbody tr").count() >= 10
     tour.shot("jobs")
+    # Two jobs side by side: tick them, compare.
+    boxes = page.locator(".jobs-table tbody input[type=checkbox][name=job]")
+    first_two = [boxes.nth(0).get_attribute("aria-label"), boxes.nth(1).get_attribute("aria-label")]
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Compare the two ticked jobs").click()
+    assert "/jobs/compare/" in page.url
+    tour.charts_rendered(1)
+    heading = page.locator("h1").inner_text()
+    assert all(label.removeprefix("Compare job ") in heading for label in first_two), heading
+    tour.shot("job-compare")
+    tour.visit("/jobs/?ordering=-wasted")
     page.select_option("select[name=finding]", "idle_gpu")
     page.get_by_role("button", name="Apply").click()
     page.wait_for_url(re.compile(r".*finding=idle_gpu"))
     assert page.locator(".jobs-table tbody tr").count() >= 1
+
+    # The nodes list, busiest first from its header; a row opens its node.
+    tour.visit("/nodes/")
+    page.get_by_role("link", name="GPU utilization (NVML)").click()
+    page.wait_for_url(re.compile(r".*ordering=-util"))
+    assert page.locator(".nodes-table tbody tr").count() == 16
+    assert page.locator("th[aria-sort=descending]").inner_text().startswith("GPU utilization")
+    tour.shot("nodes")
+    first = page.locator(".nodes-table tbody tr td a.strong").first
+    name = first.inner_text()
+    first.click()
+    page.wait_for_url(re.compile(r".*/nodes/\d+/$"))
+    assert page.locator("h1").inner_text() == name
 
     tour.visit("/findings/")
     rows = page.locator(".findings-table tbody tr")
@@ -221,3 +262,249 @@ def test_a_researcher_sees_only_their_own_jobs(live_server, browser):
     assert tour.errors == []
     tour.context.close()
 
+
+
+# --- Every link and control, and where each lands -------------------------------------
+
+# What one page tells the walk: its links (with whether they sit in a segmented control),
+# the segmented controls' selected entries, the filter forms' values, the h1, the pager.
+PAGE_FACTS = """() => ({
+  h1: (document.querySelector('h1') || {}).innerText || '',
+  links: [...document.querySelectorAll('a[href]')].map(a => ({
+    href: a.href, text: a.innerText.trim(), seg: !!a.closest('.seg')})),
+  segOn: [...document.querySelectorAll('.seg a.on')].map(a => a.href),
+  fields: Object.fromEntries([...document.querySelectorAll(
+      'form[method=get] select[name], form[method=get] input[name]:not([type=hidden])')]
+      .map(e => [e.name, e.value])),
+  pager: (document.querySelector('.pagination .muted') || {}).innerText || '',
+  ordering: (document.querySelector('[data-ordering]') || {dataset: {}}).dataset.ordering
+    || null,
+})"""
+SKIP_PREFIXES = ("/static/", "/admin/", "/api/", "/logout/")
+
+
+def _query(url: str) -> dict[str, list[str]]:
+    from urllib.parse import parse_qs, urlsplit
+
+    return parse_qs(urlsplit(url).query, keep_blank_values=True)
+
+
+def _landed_where_it_said(url: str, facts: dict) -> list[str]:
+    """What a user clicking ``url`` would find wrong on the page it opened."""
+    import datetime as dt
+    from urllib.parse import urlsplit
+
+    from clusterui.inventory.models import Node
+
+    problems = []
+    path, query = urlsplit(url).path, _query(url)
+    problems += [f"a parameter named {key!r}: the link wrote its '?' twice" for key in query
+                 if key.startswith("?")]
+    if m := re.fullmatch(r"/nodes/(\d+)/", path):
+        name = Node.objects.get(pk=int(m.group(1))).name
+        if facts["h1"].strip() != name:
+            problems.append(f"opened node {name} but the page is {facts['h1']!r}")
+    if m := re.fullmatch(r"/gpus/(\d+)/", path):
+        from clusterui.inventory.models import Gpu
+
+        gpu = Gpu.objects.select_related("node").get(pk=int(m.group(1)))
+        if facts["h1"].strip() != f"{gpu.node.name} · GPU {gpu.index}":
+            problems.append(f"opened {gpu.node.name} GPU {gpu.index}, the page is "
+                            f"{facts['h1']!r}")
+    if m := re.fullmatch(r"/jobs/(\d+)/", path):
+        external = Job.objects.get(pk=int(m.group(1))).external_id
+        if external not in facts["h1"]:
+            problems.append(f"opened job {external} but the page is {facts['h1']!r}")
+    if "page" in query and f"Page {query['page'][0]} of" not in facts["pager"]:
+        problems.append(f"asked for page {query['page'][0]}, the pager says {facts['pager']!r}")
+    if "ordering" in query and facts["ordering"] not in (None, query["ordering"][0]):
+        problems.append(f"sorted by {query['ordering'][0]} asked, the table is sorted by "
+                        f"{facts['ordering']}")
+    for key, values in query.items():
+        shown = facts["fields"].get(key)
+        if shown is None or key in ("from", "to"):
+            continue
+        if shown != values[0]:
+            problems.append(f"{key}={values[0]} asked, the form shows {key}={shown!r}")
+    if query.get("from"):  # a custom range: the form shows what was asked, to the minute
+        asked = dt.datetime.fromisoformat(query["from"][0])
+        if facts["fields"].get("from", "")[:16] != asked.strftime("%Y-%m-%dT%H:%M"):
+            problems.append(f"from={query['from'][0]} asked, the form shows "
+                            f"{facts['fields'].get('from')!r}")
+    return problems
+
+
+@pytest.mark.timeout(600)
+def test_every_link_and_control_on_every_page_lands_where_it_says(demo, browser):
+    """A staff user's walk: every same-site link on every page reached from the overview is
+    followed. Each page (each node, each job) and each control once per kind of page (the
+    6 h button of one node's page stands for every node's; one GPU page for all 128) is
+    opened in the browser (HTTP 200, no script error) and checked against where it says it
+    goes (a node's page is that node, page 2 is page 2, a range or grouping toggle is
+    selected on the page it opens, a sort is the table's, a filter's value is still chosen);
+    every other link is fetched and must answer 200. Then every option of every filter,
+    every range preset and a custom range are chosen as a user would, with the form's own
+    button."""
+    from urllib.parse import urlsplit
+
+    tour = Tour(browser, demo, "admin")
+    page = tour.page
+    queue: dict[str, str | None] = {demo + "/": None}  # url -> the toggle's text, if one
+    opened: set[str] = set()
+    kinds: set[tuple] = set()
+    fetch_only: set[str] = set()
+    problems: list[str] = []
+    links = toggles = 0
+    while queue:
+        # Some 140 pages on this cluster: a walk that goes on is following links that make
+        # new links (a query string that grows), not pages.
+        assert len(opened) < 400, "\n".join(["the walk does not end", *problems[:20]])
+        url, toggle = next(iter(queue.items()))
+        del queue[url]
+        opened.add(url)
+        response = page.goto(url)
+        if response.status != 200:
+            problems.append(f"{url}: HTTP {response.status}")
+            continue
+        facts = page.evaluate(PAGE_FACTS)
+        problems += [f"{url}: {p}" for p in _landed_where_it_said(page.url, facts)]
+        if toggle is not None:
+            toggles += 1
+            if not any(_query(o) == _query(url) for o in facts["segOn"]):
+                problems.append(f"toggle {toggle!r} ({url}) is not the selected one on the "
+                                f"page it opens ({facts['segOn']})")
+        for link in facts["links"]:
+            target = link["href"].split("#")[0]
+            parts = urlsplit(target)
+            if f"{parts.scheme}://{parts.netloc}" != demo or parts.path.startswith(
+                    SKIP_PREFIXES):
+                continue
+            links += 1
+            # Every page once (each node, each job), and each control once per kind of
+            # page: the 6 h button of one node's page stands for every node's.
+            kind = (re.sub(r"/\d+/", "/N/", parts.path),
+                    tuple(sorted((k, v[0]) for k, v in _query(target).items())))
+            page_once = not parts.query and not parts.path.startswith("/gpus/")
+            if target in opened or target in queue:
+                continue
+            if kind in kinds and not page_once:
+                fetch_only.add(target)
+                continue
+            kinds.add(kind)
+            queue[target] = link["text"] if link["seg"] else None
+    for url in sorted(fetch_only - opened):
+        status = page.request.get(url).status
+        if status != 200:
+            problems.append(f"{url}: HTTP {status}")
+    print(f"walk: {len(opened)} pages opened, {len(fetch_only - opened)} more fetched, "
+          f"{toggles} toggles, {links} links read")
+    assert problems == [], "\n".join(problems[:40])
+    # The walk went everywhere: all 16 nodes, the jobs, the lists and their toggles.
+    assert len(opened) > 60 and toggles > 10, (len(opened), toggles, links)
+
+    # The filters: every option of every select, submitted with the form's own button.
+    submitted = 0
+    for path, form in (("/jobs/", "form.filters"), ("/findings/", "form.filters")):
+        tour.visit(path)
+        for name in page.locator(f"{form} select").evaluate_all("s => s.map(e => e.name)"):
+            options = page.locator(f"{form} select[name={name}] option").evaluate_all(
+                "os => os.map(o => o.value)")
+            for value in options:
+                tour.visit(path)
+                page.select_option(f"{form} select[name={name}]", value)
+                with page.expect_navigation():
+                    page.locator(form).get_by_role("button", name="Apply").click()
+                submitted += 1
+                assert _query(page.url).get(name, [""]) == [value], (page.url, name, value)
+                shown = page.locator(f"{form} select[name={name}]").input_value()
+                assert shown == value, f"{path}: chose {name}={value}, the form shows {shown}"
+    assert submitted > 30
+
+    # The range picker on a node page: each preset, then a custom range from the form.
+    from clusterui.inventory.models import Node
+
+    tour.visit(f"/nodes/{Node.objects.get(name='gpu-a001').pk}/", charts=7)
+    presets = page.locator(".range-picker .seg a").all_inner_texts()
+    for label in presets:
+        page.locator(".range-picker .seg a", has_text=label).first.click()
+        page.wait_for_load_state()
+        assert page.locator(".range-picker .seg a.on").inner_text() == label
+        tour.charts_rendered(7)
+    # A custom range inside the data draws every chart; one before it says so on each.
+    from django.utils import timezone as tz
+
+    now = tz.localtime()
+    inside = [(now - dt.timedelta(minutes=m)).strftime("%Y-%m-%dT%H:%M") for m in (25, 5)]
+    for (start, end), drawn in ((inside, 7), (("2020-01-01T00:00", "2020-01-01T06:00"), 0)):
+        if page.locator(".custom-range").is_hidden():
+            page.locator("[data-custom-toggle]").click()
+        page.fill("input[name=from]", start)
+        page.fill("input[name=to]", end)
+        with page.expect_navigation():
+            page.locator(".custom-range").get_by_role("button", name="Apply").click()
+        assert page.locator("[data-custom-toggle]").get_attribute("class") == "on"
+        assert page.input_value("input[name=from]") == start
+        assert page.input_value("input[name=to]") == end
+        if drawn:
+            tour.charts_rendered(drawn)
+        else:
+            assert page.locator(".chart-empty").count() == 7
+            assert page.locator(".js-plotly-plot").count() == 0
+
+    assert tour.errors == []
+    tour.context.close()
+
+
+def _bulk_cluster(nodes: int, gpus: int = 8) -> None:
+    """``nodes`` nodes of ``gpus`` GPUs, each with a "now" sample, written in bulk."""
+    from django.utils import timezone
+
+    from clusterui.inventory.models import Gpu, Node
+    from clusterui.telemetry.models import GpuLatest
+    from tests import rows
+
+    now = timezone.now()
+    cluster = rows.cluster(f"size-{nodes}")
+    made = Node.objects.bulk_create([
+        Node(cluster=cluster, name=f"n{nodes}-{i:04d}", first_seen=now, last_seen=now,
+             reported_at=now, sample_interval_s=10.0) for i in range(nodes)])
+    made_gpus = Gpu.objects.bulk_create([
+        Gpu(node=n, uuid=f"GPU-{n.name}-{g}", index=g, model="NVIDIA H100 80GB HBM3",
+            first_seen=now, last_seen=now) for n in made for g in range(gpus)])
+    GpuLatest.objects.bulk_create([
+        GpuLatest(gpu=g, ts=now, util_pct=float((g.index * 13 + g.node_id) % 100))
+        for g in made_gpus])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nodes", [1, 64, 1000])
+def test_the_heatmap_in_the_browser_at_1_64_and_1000_nodes(live_server, browser, nodes):
+    """The overview's heatmap as the browser holds it (the figure's data, not pixels): one
+    column per node up to a band of 100, every node once, no tick without its name, and
+    in-cell numbers only where they fit (the 16-node demo is the walk's)."""
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user("admin", password=PASSWORD, is_staff=True)
+    _bulk_cluster(nodes)
+    tour = Tour(browser, live_server.url, "admin")
+    tour.charts_rendered(1)
+    fig = tour.page.evaluate("""() => {
+        const el = document.getElementById('chart-heatmap');
+        const cells = el._fullData[1];  // the trace as Plotly decoded it (binary arrays)
+        const ids = new Set();
+        let columns = 0;
+        for (const row of Array.from(cells.customdata)) {
+          columns = Math.max(columns, row.length);
+          for (const v of Array.from(row)) if (v !== null && !Number.isNaN(v)) ids.add(v);
+        }
+        return {columns, nodes: ids.size, text: !!(el.data[1].text),
+                tickvals: (el.layout.xaxis.tickvals || []).length,
+                ticktext: (el.layout.xaxis.ticktext || []).length};
+    }""")
+    assert fig["nodes"] == nodes
+    assert fig["columns"] == (nodes if nodes <= 48 else min(nodes, 100))
+    assert fig["tickvals"] == fig["ticktext"]
+    assert fig["text"] == (nodes <= 48)
+    tour.shot(f"overview-{nodes}-nodes")
+    assert tour.errors == []
+    tour.context.close()

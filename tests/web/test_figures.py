@@ -3,6 +3,8 @@
 import datetime as dt
 import json
 
+import pytest
+
 from clusterui.inventory.models import Gpu, Nic
 from clusterui.telemetry.series import Series
 from clusterui.web import derived
@@ -101,7 +103,7 @@ def test_activity_chart_puts_gpus_and_links_on_one_axis():
                                     nic_pct=[92.0, 3.0, 91.0], nvlink_pct=[None] * 3)
     data = to_json(fig)["data"]
     assert [t["name"] for t in data] == ["NIC traffic, % of link capacity",
-                                         "GPU utilization (mean over GPUs)"]
+                                         "GPU utilization (NVML), mean over GPUs"]
     assert (data[0]["x0"], data[0]["dx"]) == (data[1]["x0"], data[1]["dx"])
     assert fig.layout.yaxis.range == (0, 102)
 
@@ -133,3 +135,27 @@ def test_names_cannot_inject_markup():
     assert html.count("</script>") == 1 and html.endswith("</script>")
     inner = html[html.index(">") + 1:-len("</script>")]
     assert json.loads(inner)["data"][0]["hovertext"][0].startswith("<b>job &lt;img")
+
+
+@pytest.mark.parametrize("nodes", [1, 16, 48, 49, 64, 99, 100, 150, 1000])
+def test_heatmap_has_a_column_per_node_and_labels_only_where_they_fit(nodes):
+    """Between 49 and 99 nodes the heatmap was padded to 100 columns: phantom x labels
+    ("86…99") and overlapping cell numbers. Checked on the figure's data, not pixels."""
+    fig = to_json(heatmap.utilization_heatmap(cells(nodes, 8)))
+    util = fig["data"][1]
+    ids = matrix(util["customdata"])
+    columns = len(ids[0])
+    assert columns == min(nodes, 48 if nodes <= 48 else 100)
+    first_band = {n for row in ids[:8] for n in row}
+    assert first_band == set(range(1, columns + 1))  # no column without a node in band 1
+    shown = {n for row in ids for n in row} - {None}
+    assert shown == set(range(1, nodes + 1))  # every node once
+    xaxis = fig["layout"]["xaxis"]
+    assert len(xaxis["tickvals"]) == len(xaxis["ticktext"])  # no tick without its name
+    if nodes <= 48:
+        assert xaxis["ticktext"] == [f"gpu-a{n:04d}" for n in range(1, nodes + 1)]
+        assert len(util["text"][0]) == nodes  # in-cell numbers, one per column
+    else:  # no in-cell numbers and no per-node ticks: they would overlap
+        assert "text" not in util and xaxis["tickvals"] == []
+        bands = fig["layout"]["yaxis"]["ticktext"]
+        assert bands[0].startswith("gpu-a0001") and bands[-1].endswith(f"gpu-a{nodes:04d}")

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 # session + user, then: the job (with cluster and efficiency), its allocations, its nodes'
 # NICs, GPU series, NIC series, host series, findings, GPU events.
-JOB_QUERIES = 2 + 8
+JOB_QUERIES = 2 + 8 + 2  # + the activity band's lowest and highest samples
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_network_and_gpu_activity_share_one_time_axis(client_for, running_job):
     activity = page(client_for("alice"), running_job).context["charts"]["activity"]
 
     traces = {t["name"]: t for t in activity["data"]}
-    gpu = traces["GPU utilization (mean over GPUs)"]
+    gpu = traces["GPU utilization (NVML), mean over GPUs"]
     nic = traces["NIC traffic, % of link capacity"]
     nvlink = traces["NVLink traffic, % of capacity"]
     axis = (gpu["x0"], gpu["dx"])
@@ -253,3 +253,47 @@ def test_a_judged_job_without_findings_says_nothing_was_found(client_for):
     _unjudged(j, timezone.now())
     body = html.unescape(page(client_for("alice"), j).content.decode())
     assert "Nothing found." in body and "Not judged" not in body
+
+
+def test_a_fake_busy_job_names_both_figures_with_their_source(client_for):
+    """A job whose kernels keep NVML at 99 % while its SMs do 6 %: the page called the 6 %
+    "Mean GPU utilization" beside an NVML 99 % elsewhere. Each figure says what it is."""
+    n = f.node("gpu-a001", gpus=2)
+    job = f.job("alice", gpus=list(n.gpus.all()), efficiency={"allocated": 2.0, "used": 0.12})
+    eff = job.efficiency
+    eff.util_mean_pct = 6.0
+    eff.per_gpu = {g.uuid: {"mean": 6.0, "nvml_mean": 99.0, "source": "sm_active"}
+                   for g in n.gpus.all()}
+    eff.save()
+    text = html.unescape(page(client_for("alice"), job).content.decode())
+    assert "<dt>Mean SM activity (GPM)</dt><dd>6 %</dd>" in text
+    assert "<dt>Mean GPU utilization (NVML)</dt>" in text and ">99 %</dd>" in text
+    assert "Mean GPU utilization</dt>" not in text
+    assert 'title="Efficiency: GPU-hours used ÷ GPU-hours allocated.' in text
+
+
+def test_a_four_second_step_pattern_keeps_its_dips_at_whole_job_range(client_for):
+    """A training step of 4 s (3 s computing at 90 %, 1 s waiting on the network at 5 %)
+    over two hours, read at whole-job range (buckets of several steps): the mean alone
+    is a flat 69 %; the band shows every bucket still reaching down to 5 % and up to 90 %."""
+    now = timezone.now()
+    n = f.node("gpu-a001", gpus=2)
+    n.sample_interval_s = 1
+    n.save()
+    gpus = list(n.gpus.all())
+    started = now - dt.timedelta(hours=2)
+    j = f.job("alice", gpus=gpus, started_at=started)
+    f.gpu_samples(gpus, started, now, every_s=1, job=j,
+                  util=lambda g, k: 5.0 if k % 4 == 3 else 90.0)
+    activity = page(client_for("alice"), j).context["charts"]["activity"]
+    traces = {t["name"]: t for t in activity["data"]}
+    mean = present(traces["SM activity (GPM), mean over GPUs"]["y"])
+    low = present(traces["SM activity (GPM), lowest to highest sample"]["y"])
+    high = present(traces["SM activity (GPM), highest sample"]["y"])
+    assert activity["data"][0]["x0"] == traces["SM activity (GPM), mean over GPUs"]["x0"]
+    step_s = traces["SM activity (GPM), mean over GPUs"]["dx"] / 1000
+    assert step_s >= 3 * 4  # whole-job range: each bucket averages three steps or more
+    inner = slice(1, -1)  # whole buckets only
+    assert min(mean[inner]) > 0.8 * 60  # the mean hides the dips: never below 48 % ...
+    assert low[inner] == pytest.approx([4.0] * len(low[inner]))  # ... the band shows them
+    assert high[inner] == pytest.approx([72.0] * len(high[inner]))  # (the SM is 0.8 x NVML)

@@ -199,3 +199,19 @@ def test_wasted_today_counts_a_window_inside_the_day_whole(users):
     jobs = Job.objects.visible_to(users["alice"])
 
     assert wasted_gpu_hours_since(jobs, since, now) == pytest.approx(3.0 + 2.0 + 3.0)
+
+
+def test_the_overview_says_whose_figures_each_part_shows(client_for):
+    """A researcher's overview mixed cluster-wide KPIs with her own waste, and the waste
+    card's whole-job figures looked like the range's: each part now says which it is."""
+    from tests import rows as f
+
+    n = f.node("gpu-a001", gpus=2)
+    f.job("alice", gpus=list(n.gpus.all()), efficiency={"allocated": 2.0, "used": 0.5})
+    mine = client_for("alice").get("/?range=1h").content.decode()
+    assert "Whole cluster, now · the GPU-hours wasted today are your jobs'" in mine
+    assert "GPU-hours wasted today by your jobs" in mine
+    assert "Your jobs active in the range (last 1 h), each with its whole-job GPU-hours" in mine
+    staff = client_for("staff").get("/?range=1h").content.decode()
+    assert "Whole cluster, now</p>" in staff and "by your jobs" not in staff
+    assert "All jobs active in the range (last 1 h)" in staff

@@ -48,7 +48,11 @@ def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
             nodes.append((cell.node_id, cell.node))
         by_node[cell.node_id][cell.index] = cell
     gpus = max(c.index for c in cells) + 1
-    width = len(nodes) if len(nodes) <= SINGLE_BAND_MAX else band
+    # Up to SINGLE_BAND_MAX nodes: one named column per node, each cell labelled. More: no
+    # labels (they would overlap), bands of ``band`` nodes, and never more columns than
+    # nodes (70 nodes padded to 100 columns drew 30 phantom ones).
+    single = len(nodes) <= SINGLE_BAND_MAX
+    width = min(len(nodes), band) if not single else len(nodes)
     bands = [nodes[i:i + width] for i in range(0, len(nodes), width)]
     rows_per_band = gpus + (1 if len(bands) > 1 else 0)  # a blank row between bands
 
@@ -74,14 +78,13 @@ def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
                 else:
                     z[r, col] = cell.util
                     hover[r, col] = _hover(cell)
-        if len(bands) > 1:
+        if not single:
             tickvals.append(b * rows_per_band + (gpus - 1) / 2)
             ticktext.append(f"{escape(members[0][1])} –<br>{escape(members[-1][1])}")
-    if len(bands) == 1:
+    if single:
         tickvals = list(range(gpus))
         ticktext = [f"GPU {g}" for g in range(gpus)]
 
-    single = len(bands) == 1
     common = {"customdata": node_ids, "hoverongaps": False, "showscale": False,
               "xgap": 2 if single else 1, "ygap": 2 if single else 1}
     labels = {"text": text, "texttemplate": "%{text}", "textfont": {"size": 11}} if single else {}

@@ -102,16 +102,30 @@ def nic_throughput_chart(series, nics) -> go.Figure | None:
     return _figure(data=traces, layout=layout(y_title="Gb/s", **capacity_lines(lines)))
 
 
-def activity_chart(series, *, gpu_util, gpu_sm, nic_pct, nvlink_pct) -> go.Figure | None:
+def activity_chart(series, *, gpu_util, gpu_sm, nic_pct, nvlink_pct,
+                   band: tuple[list, list, str] | None = None) -> go.Figure | None:
     """GPU activity and link traffic on one time axis and one 0-100 % scale: a
-    communication-bound run shows its GPUs low while its links run near capacity."""
+    communication-bound run shows its GPUs low while its links run near capacity.
+
+    ``band``: (lowest, highest, what) per bucket, drawn as a shaded band behind the means,
+    so the dips a bucket's mean hides (a 4 s training step averaged into a minute) stay
+    visible: a communication- or input-bound run's GPUs touch zero between steps."""
     axis = time_axis(series)
     traces = []
+    if band is not None and has_values(band[0]) and has_values(band[1]):
+        low, high, what = band
+        traces.append(_line(axis, high, f"{what}, highest sample", "rgba(0,158,115,0.35)",
+                            width=0.6, hover="max %{y:.0f} %", legendgroup="band",
+                            showlegend=False))
+        traces.append(_line(axis, low, f"{what}, lowest to highest sample",
+                            "rgba(0,158,115,0.35)", width=0.6, hover="min %{y:.0f} %",
+                            legendgroup="band", fill="tonexty",
+                            fillcolor="rgba(0,158,115,0.15)"))
     for values, name, colour, fill, dash in (
         (nic_pct, "NIC traffic, % of link capacity", "#D55E00", True, "solid"),
         (nvlink_pct, "NVLink traffic, % of capacity", "#CC79A7", True, "solid"),
-        (gpu_util, "GPU utilization (mean over GPUs)", "#0072B2", False, "solid"),
-        (gpu_sm, "SM activity (mean over GPUs)", "#009E73", False, "dot"),
+        (gpu_util, "GPU utilization (NVML), mean over GPUs", "#0072B2", False, "solid"),
+        (gpu_sm, "SM activity (GPM), mean over GPUs", "#009E73", False, "dot"),
     ):
         if not has_values(values):
             continue
@@ -180,3 +194,25 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
                          "tickfont": {"color": MUTED}})
     base["xaxis"] = {**base["xaxis"], "range": [local_time(start), local_time(end)]}
     return _figure(data=traces, layout=base)
+
+
+def one_gpu_chart(series, gpu_id: int, metrics: list[tuple[str, str]], *, y_title: str,
+                  scale: float = 1.0, y_range=None, hover_format: str = ".0f",
+                  capacity: tuple[float, str] | None = None) -> go.Figure | None:
+    """Several metrics of one GPU on one axis (``metrics``: (metric, trace name)), e.g. its
+    NVML utilization beside its SM, tensor and DRAM activity."""
+    axis = time_axis(series)
+    row = series.values.get(gpu_id, {})
+    traces = []
+    for i, (metric, name) in enumerate(metrics):
+        values = row.get(metric, [])
+        if has_values(values):
+            trace = _line(axis, values, name, color(i), hover=f"%{{y:{hover_format}}}")
+            trace["y"] = trace["y"] * scale
+            traces.append(trace)
+    if not traces:
+        return None
+    lines = [(capacity[0] * scale, capacity[1])] if capacity and capacity[0] else []
+    return _figure(data=traces, layout=layout(y_title=y_title, y_range=y_range,
+                                              show_legend=len(metrics) > 1,
+                                              **capacity_lines(lines)))

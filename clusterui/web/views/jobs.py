@@ -24,12 +24,31 @@ from clusterui.jobs.models import Job, JobGpu
 from clusterui.telemetry.models import GpuEvent
 from clusterui.web import jobpage
 from clusterui.web.views.overview import SEVERITY_RANK
-from clusterui.web.views.support import REFRESH_S, charts, range_context
+from clusterui.web.views.support import REFRESH_S, charts, range_context, sort_header
 
 PAGE_SIZE = 50
 SORTS = (("-started", "Newest first"), ("started", "Oldest first"),
-         ("-wasted", "Most GPU-hours wasted"), ("efficiency", "Least efficient"),
-         ("-efficiency", "Most efficient"), ("-gpu_hours", "Most GPU-hours"), ("user", "User"))
+         ("-wasted", "Most GPU-hours wasted"), ("wasted", "Fewest GPU-hours wasted"),
+         ("efficiency", "Least efficient"), ("-efficiency", "Most efficient"),
+         ("-gpu_hours", "Most GPU-hours"), ("gpu_hours", "Fewest GPU-hours"),
+         ("user", "User A-Z"), ("-user", "User Z-A"))
+# The table's columns: (header, ordering key or None, class).
+COLUMNS = (("Job", None, ""), ("User", "user", ""), ("Account", None, ""), ("State", None, ""),
+           ("Started", "started", ""), ("GPUs", None, "num"), ("GPU-h", "gpu_hours", "num"),
+           ("Efficiency", "efficiency", ""), ("Wasted GPU-h", "wasted", "num"),
+           ("Open findings", None, ""))
+
+
+def headers(sort: str) -> list[dict]:
+    """Each column's header; a sortable one links to its ordering (figures largest first,
+    names A-Z, the newest first), and to the reverse once it is the current one."""
+    out = []
+    for label, key, css in COLUMNS:
+        entry = {"key": key, "label": label, "css": css, "ordering": None, "sort": None}
+        if key:
+            entry.update(sort_header(key, sort, ascending_first=key == "user"))
+        out.append(entry)
+    return out
 # Where on the job page the evidence of each finding kind can be seen.
 EVIDENCE_CHART = {
     FindingKind.LOW_UTILIZATION: ("chart-util", "the GPU utilization chart"),
@@ -68,12 +87,14 @@ def job_list(request):
     rows = list(page.object_list)
     prefetch_related_objects(rows, Prefetch("findings", queryset=open_findings,
                                             to_attr="open_findings"))
+    sort = ordering[0] if ordering else "-started"
     context = {
         "filters": filters,
         "page": page,
         "jobs": rows,
         "sorts": SORTS,
-        "sort": request.GET.get("ordering") or "-started",
+        "sort": sort,
+        "headers": headers(sort),
         "kinds": FindingKind.choices,
         "filtered": any(v for k, v in request.GET.items() if k not in ("page", "ordering")),
     }
@@ -105,6 +126,16 @@ def not_judged(job, efficiency, start, running, now) -> str | None:
             f"after its first {grace:g} minutes.")
 
 
+def nvml_mean(efficiency) -> float | None:
+    """The job's mean NVML utilization over its GPUs, shown next to SM activity: a job can
+    keep NVML at 99 % while its kernels use 6 % of the GPU."""
+    if efficiency is None:
+        return None
+    means = [g["nvml_mean"] for g in (efficiency.per_gpu or {}).values()
+             if g.get("nvml_mean") is not None]
+    return sum(means) / len(means) if means else None
+
+
 def job_detail(request, pk):
     """Everything about one job: who ran what where, how well it used its GPUs, what the
     detectors found and the charts that show why."""
@@ -133,6 +164,7 @@ def job_detail(request, pk):
     context = {
         "job": job,
         "efficiency": efficiency,
+        "nvml_mean": nvml_mean(efficiency),
         "view": view,
         "findings": findings,
         "open_count": sum(f.state == "open" for f in findings),

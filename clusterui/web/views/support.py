@@ -33,3 +33,15 @@ def range_context(request, tr: timerange.TimeRange, error: str | None, *,
 def charts(**figures) -> dict:
     """``{name: figure JSON or None}`` for the template's ``{% include "web/_chart.html" %}``."""
     return {name: (None if fig is None else to_json(fig)) for name, fig in figures.items()}
+
+
+def sort_header(key: str, sort: str, *, ascending_first: bool = False) -> dict:
+    """A sortable column's header link: ``ordering`` is where a click goes (names A-Z
+    (``ascending_first``), figures largest first; the current column reversed), ``sort`` is
+    the column's ``aria-sort`` (None when the table is sorted by another)."""
+    current = sort.lstrip("-") == key
+    descending = sort.startswith("-")
+    if current:
+        return {"ordering": key if descending else f"-{key}",
+                "sort": "descending" if descending else "ascending"}
+    return {"ordering": key if ascending_first else f"-{key}", "sort": None}

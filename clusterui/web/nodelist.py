@@ -1,0 +1,110 @@
+"""The nodes list: every node with its state, health, jobs and utilization now.
+
+Three queries whatever the cluster's size: the nodes with their GPUs' latest values
+aggregated by the database, the open findings per node the viewer may see, and the GPU
+events per node in the last 24 hours. Filtering and sorting run on those rows (a few
+thousand at most), so every column sorts, computed ones included.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Avg, Count, Q
+
+from clusterui.findings.models import Finding
+from clusterui.inventory.models import Node, heard_at
+from clusterui.telemetry.models import GpuEvent
+from clusterui.web.snapshot import BUSY_UTIL_PCT
+
+EVENTS_WINDOW = dt.timedelta(hours=24)
+STATES = (("reporting", "Reporting"), ("silent", "Silent"))
+HEALTH = (("findings", "With open findings"), ("events", "With GPU events (24 h)"),
+          ("idle", "Allocated GPUs idle now"))
+# ordering key -> (header, value to sort on; None sorts last either way)
+COLUMNS = {
+    "name": ("Node", lambda r: (r.cluster, r.name)),
+    "state": ("State", lambda r: (r.silent, r.name)),
+    "gpus": ("GPUs", lambda r: r.gpus),
+    "jobs": ("Jobs", lambda r: r.jobs),
+    "util": ("GPU utilization (NVML)", lambda r: r.util),
+    "sm": ("SM activity (GPM)", lambda r: r.sm),
+    "idle": ("Allocated, idle", lambda r: r.idle_allocated),
+    "findings": ("Open findings", lambda r: r.findings),
+    "events": ("GPU events (24 h)", lambda r: r.events),
+    "heard": ("Last heard", lambda r: r.heard),
+}
+
+
+@dataclass
+class NodeRow:
+    id: int
+    cluster: str
+    name: str
+    simulated: bool
+    gpus: int
+    allocated: int
+    jobs: int
+    idle_allocated: int
+    util: float | None  # mean over its GPUs' latest samples; None when silent
+    sm: float | None
+    heard: dt.datetime
+    silent: bool
+    findings: int = 0
+    events: int = 0
+
+
+def node_rows(user, now: dt.datetime) -> list[NodeRow]:
+    silent_before = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    nodes = (
+        Node.objects.annotate(
+            heard=heard_at(),
+            gpu_count=Count("gpus", distinct=True),
+            allocated=Count("gpus", filter=Q(gpus__latest__job__isnull=False), distinct=True),
+            jobs=Count("gpus__latest__job", distinct=True),
+            idle=Count("gpus", filter=Q(gpus__latest__job__isnull=False,
+                                        gpus__latest__util_pct__lt=BUSY_UTIL_PCT),
+                       distinct=True),
+            util=Avg("gpus__latest__util_pct"), sm=Avg("gpus__latest__sm_active_pct"))
+        .values_list("id", "cluster__name", "name", "simulated", "gpu_count", "allocated",
+                     "jobs", "idle", "util", "sm", "heard")
+    )
+    findings = dict(Finding.objects.visible_to(user).open().filter(node__isnull=False)
+                    .values_list("node_id").annotate(n=Count("id")))
+    events = dict(GpuEvent.objects.filter(ts__gte=now - EVENTS_WINDOW)
+                  .values_list("gpu__node_id").annotate(n=Count("id")))
+    rows = []
+    for (pk, cluster, name, simulated, gpus, allocated, jobs, idle, util, sm,
+         heard) in nodes:
+        silent = heard < silent_before
+        rows.append(NodeRow(
+            id=pk, cluster=cluster, name=name, simulated=simulated, gpus=gpus,
+            # A silent node's latest values are old: it holds nothing we can vouch for now.
+            allocated=0 if silent else allocated, jobs=0 if silent else jobs,
+            idle_allocated=0 if silent else idle, util=None if silent else util,
+            sm=None if silent else sm, heard=heard, silent=silent,
+            findings=findings.get(pk, 0), events=events.get(pk, 0)))
+    return rows
+
+
+def select(rows: list[NodeRow], *, q: str = "", cluster: str = "", state: str = "",
+           health: str = "", ordering: str = "name") -> list[NodeRow]:
+    """``ordering``: a ``COLUMNS`` key, ``-`` first for descending."""
+    if q:
+        rows = [r for r in rows if q.lower() in r.name.lower()]
+    if cluster:
+        rows = [r for r in rows if r.cluster == cluster]
+    if state:
+        rows = [r for r in rows if r.silent == (state == "silent")]
+    if health == "findings":
+        rows = [r for r in rows if r.findings]
+    elif health == "events":
+        rows = [r for r in rows if r.events]
+    elif health == "idle":
+        rows = [r for r in rows if r.idle_allocated]
+    key = COLUMNS[ordering.lstrip("-")][1]
+    known = [r for r in rows if key(r) is not None]
+    unknown = [r for r in rows if key(r) is None]  # a silent node has no utilization now
+    return sorted(known, key=key, reverse=ordering.startswith("-")) + unknown

@@ -1,0 +1,71 @@
+"""Two jobs side by side (issue 20): tick two jobs in the list, see their figures, findings
+and GPU activity from each one's start on one chart; a job you may not see is not found."""
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from tests import rows as f
+from tests.web.plotly_data import present
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def before_and_after():
+    now = timezone.now()
+    n = f.node("gpu-a001", gpus=4)
+    gpus = list(n.gpus.order_by("index"))
+    before = f.job("alice", gpus=gpus[:2], external_id="700001", name="train-v1",
+                   started_at=now - dt.timedelta(hours=3), ended_at=now - dt.timedelta(hours=2),
+                   state="ended", efficiency={"allocated": 2.0, "used": 0.6})
+    after = f.job("alice", gpus=gpus[2:], external_id="700002", name="train-v2",
+                  started_at=now - dt.timedelta(minutes=30),
+                  efficiency={"allocated": 1.0, "used": 0.9})
+    f.gpu_samples(gpus[:2], before.started_at, before.ended_at, job=before,
+                  util=lambda g, k: 30.0)
+    f.gpu_samples(gpus[2:], after.started_at, now, job=after, util=lambda g, k: 90.0)
+    f.finding(before, title="Low GPU utilization: 24 % on 2 GPUs")
+    return before, after
+
+
+def test_the_jobs_list_ticks_two_jobs_into_a_comparison(client_for, before_and_after):
+    text = client_for("alice").get("/jobs/").content.decode()
+    assert 'form id="compare-form"' in text and 'action="/jobs/compare/"' in text
+    for job in before_and_after:
+        assert f'name="job" value="{job.pk}" form="compare-form"' in text
+
+
+def test_two_jobs_side_by_side(client_for, before_and_after):
+    before, after = before_and_after
+    response = client_for("alice").get("/jobs/compare/", {"job": [before.pk, after.pk]})
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "Job 700001 and job 700002" in text
+    assert "<td class=\"num-left\">30 %</td><td class=\"num-left\">90 %</td>" in text
+    assert "Low GPU utilization: 24 % on 2 GPUs" in text
+    traces = {t["name"]: t for t in response.context["charts"]["activity"]["data"]}
+    sm_before = traces["job 700001: SM activity (GPM)"]
+    sm_after = traces["job 700002: SM activity (GPM)"]  # the fixture's SM is 0.8 x NVML
+    assert present(sm_before["y"]) == pytest.approx([24.0] * len(present(sm_before["y"])))
+    assert present(sm_after["y"]) == pytest.approx([72.0] * len(present(sm_after["y"])))
+    # Both from their own start, in minutes: the hour-long run and the half-hour one.
+    assert present(sm_before["x"])[0] == 0 and 55 <= max(sm_before["x"]) <= 60
+    assert max(sm_after["x"]) <= 30
+
+
+def test_a_bad_choice_is_explained(client_for, before_and_after):
+    before, _ = before_and_after
+    client = client_for("alice")
+    one = client.get("/jobs/compare/", {"job": [before.pk]})
+    assert one.status_code == 400 and "Choose two jobs" in one.content.decode()
+    same = client.get("/jobs/compare/", {"job": [before.pk, before.pk]})
+    assert same.status_code == 400 and "the same job twice" in same.content.decode()
+
+
+def test_another_users_job_cannot_be_compared(client_for, before_and_after):
+    before, _ = before_and_after
+    bobs = f.job("bob", external_id="700009")
+    response = client_for("alice").get("/jobs/compare/", {"job": [before.pk, bobs.pk]})
+    assert response.status_code == 404
