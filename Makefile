@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STACK  := $(PY) scripts/devstack.py
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test bench lint venv clean dist
 
 # The virtualenv is rebuilt when the pinned dependencies change.
 $(VENV)/.installed: pyproject.toml
@@ -19,21 +19,29 @@ venv: $(VENV)/.installed
 demo: venv
 	$(STACK) demo
 
-## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP and Chromium.
+## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP, Chromium and Slurm.
 test: venv
 	$(PY) -m ruff check .
 	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py check --fail-level WARNING
 	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py makemigrations --check --dry-run
 	$(STACK) chromium
+	$(STACK) systemd-analyze
+	$(STACK) caddy
+	$(STACK) slurm
 	$(STACK) run -- $(PY) -m pytest
 
 ## The benchmarks in benchmarks/, each printing its figures.
 bench: venv
 	$(STACK) run -- $(PY) benchmarks/run_all.py
 
+## The wheels into dist/: the server (clusterui), the node collector (clusterui-collector)
+## and the collector's simulator extra (clusterui-collector-sim).
+dist: venv
+	$(PY) scripts/dist.py --out dist
+
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
 clean:
-	rm -rf $(VENV) var test-output staticfiles
+	rm -rf $(VENV) var test-output staticfiles dist

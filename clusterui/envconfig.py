@@ -6,7 +6,7 @@ server with a message that says what to fix (``ImproperlyConfigured``). A variab
 """
 
 import os
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -95,11 +95,45 @@ def env_list(name: str, default: list[str], *, environ=None) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def env_database(name: str, default: str, *, environ=None) -> dict:
+def env_networks(name: str, default: list[str], *, environ=None) -> tuple:
+    """Comma-separated addresses or CIDRs (``10.0.0.0/8, 192.0.2.7``) as ip_network objects."""
+    import ipaddress
+
+    networks = []
+    for item in env_list(name, default, environ=environ):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name} must be comma-separated addresses or CIDRs, got {item!r}") from None
+    return tuple(networks)
+
+
+def with_password(url: str, password: str | None) -> str:
+    """``url`` with ``password`` put in, percent-encoded: a generated password holding
+    ``@ : / # ? %`` cannot break the URL it is put in (as it did when Compose interpolated
+    it into ``postgres://clusterui:${POSTGRES_PASSWORD}@...``). No password: ``url``."""
+    if not password:
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    user = quote(unquote(parts.username or ""), safe="")
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
+
+
+def env_url(name: str, default: str, *, password: str | None = None, environ=None) -> str:
+    """A service URL whose password, when the variable ``password`` (or its ``_FILE``) is
+    set, is taken from there rather than written into the URL."""
+    value = env_str(name, default, environ=environ)
+    return with_password(value, _raw(password, environ) if password else None)
+
+
+def env_database(name: str, default: str, *, password: str | None = None,
+                 environ=None) -> dict:
     """Parse a ``postgres://user:password@host:port/dbname`` URL into Django's form."""
     import dj_database_url
 
-    value = env_str(name, default, environ=environ)
+    value = env_url(name, default, password=password, environ=environ)
     scheme = urlsplit(value).scheme
     if scheme not in {"postgres", "postgresql", "pgsql"}:
         raise ImproperlyConfigured(

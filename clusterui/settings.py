@@ -5,6 +5,8 @@ Everything a deployment changes comes from the environment through the typed rea
 The defaults are for a developer's machine only: ``SECRET_KEY`` has none unless DEBUG is on.
 """
 
+import os
+from datetime import timedelta
 from pathlib import Path
 
 import plotly
@@ -18,9 +20,11 @@ from clusterui.envconfig import (
     env_int,
     env_list,
     env_mapping,
+    env_networks,
     env_retired,
     env_str,
     env_time_window,
+    env_url,
     env_weekdays,
 )
 
@@ -54,6 +58,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "clusterui.api",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -69,6 +74,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Turns django-axes' lockout into the sign-in page's 429 (AXES_LOCKOUT_CALLABLE).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "clusterui.urls"
@@ -91,7 +98,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": env_database("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui"),
+    # DATABASE_PASSWORD(_FILE), when set, goes into the URL percent-encoded.
+    "default": env_database("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui",
+                            password="DATABASE_PASSWORD"),
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -103,14 +112,39 @@ AUTH_PASSWORD_VALIDATORS = [
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": env_str("CACHE_URL", "redis://127.0.0.1:6379/1"),
+        "LOCATION": env_url("CACHE_URL", "redis://127.0.0.1:6379/1", password="REDIS_PASSWORD"),
         "KEY_PREFIX": "clusterui",
     }
 }
-LOGIN_MAX_FAILURES_PER_USER = env_int("LOGIN_MAX_FAILURES_PER_USER", 5, minimum=1)
+# --- Sign-in limits (clusterui/accounts; docs/operations.md "Sign-in limits and proxies") --
+# The client's address: REMOTE_ADDR, or, when REMOTE_ADDR is one of these proxies (CIDRs),
+# the right-most X-Forwarded-For hop that is not (clusterui/accounts/client_address.py).
+LOGIN_TRUSTED_PROXIES = env_networks("LOGIN_TRUSTED_PROXIES", [])
+# django-axes locks one (user name, address) pair after this many failures, for the window;
+# nobody else, so an attacker elsewhere cannot lock a user out.
+LOGIN_MAX_FAILURES_PER_PAIR = env_int("LOGIN_MAX_FAILURES_PER_PAIR", 5, minimum=1)
+# One address guessing many user names is refused after this many failures in the window.
 LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 900, minimum=60)
-LOGIN_TRUST_X_FORWARDED_FOR = env_bool("LOGIN_TRUST_X_FORWARDED_FOR", False)
+env_retired("LOGIN_TRUST_X_FORWARDED_FOR", "set LOGIN_TRUSTED_PROXIES to your proxies' "
+            "addresses (comma-separated CIDRs, e.g. 172.16.0.0/12); X-Forwarded-For is then "
+            "read from the right and only hops those proxies added are trusted")
+env_retired("LOGIN_MAX_FAILURES_PER_USER", "set LOGIN_MAX_FAILURES_PER_PAIR: an account is "
+            "now locked only for the address that failed (one user name and address pair)")
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked pair before the check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_FAILURE_LIMIT = LOGIN_MAX_FAILURES_PER_PAIR
+AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_FAILURE_WINDOW_S)
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "clusterui.accounts.client_address.client_address"
+AXES_LOCKOUT_CALLABLE = "clusterui.accounts.views.locked_out"
+AXES_VERBOSE = False
+# Failures only: a row per successful sign-in would grow without bound.
+AXES_DISABLE_ACCESS_LOG = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -157,7 +191,13 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Celery (read by clusterui/celery.py with namespace="CELERY") --------------------
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+# REDIS_PASSWORD(_FILE), when set, goes into this URL and CACHE_URL percent-encoded.
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0",
+                            password="REDIS_PASSWORD")
+# Celery reads the CELERY_BROKER_URL environment variable itself, over these settings: it
+# must be the URL with the password in it.
+if "CELERY_BROKER_URL" in os.environ:
+    os.environ["CELERY_BROKER_URL"] = CELERY_BROKER_URL
 # Redis with a guard against list items that are not messages (clusterui/broker.py).
 CELERY_BROKER_TRANSPORT = ("clusterui.broker:Transport"
                            if CELERY_BROKER_URL.split("://", 1)[0] in ("redis", "rediss") else None)
@@ -384,9 +424,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"not_healthz": {"()": "clusterui.errormail.NotHealthz"}},
+    "filters": {"not_healthz": {"()": "clusterui.errormail.NotHealthz"},
+                "client_errors_one_line": {"()": "clusterui.logfilters.ClientErrorsOneLine"}},
     "handlers": {
-        "stderr": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "stderr": {"class": "logging.StreamHandler", "formatter": "plain",
+                   "filters": ["client_errors_one_line"]},
         "mail_admins": {"level": "ERROR", "class": "clusterui.errormail.RateLimitedAdminEmail",
                         "filters": ["not_healthz"], "formatter": "plain"},
     },

@@ -68,8 +68,11 @@ class Agent:
         readings = self.gpus.sample(ts) if self.gpus is not None else []
         self._refresh_gpu_info()
         index_of = {uuid: info["index"] for uuid, info in self._gpu_info.items()}
+        minors = {info.uuid: info.minor for info in self.gpus.inventory} if self.gpus else {}
         owners, ended = self.jobs.attribute(
-            ts, [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of]
+            ts,
+            [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of],
+            minors,
         )
         for reading in readings:
             job = owners.get(reading.uuid)

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import time
 
-from collectors.config import Config
+from collectors.config import Config, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,13 @@ def _unavailable(config: Config, reason: str, module) -> Backend:
 
 def _simulator(config: Config) -> Backend:
     """One simulated node under a private directory (interface: docs/collector-interface.md)."""
-    from collectors.sim.node import SimNode
-    from collectors.sim.nvml import SimNVML
+    try:
+        from collectors.sim.node import SimNode
+        from collectors.sim.nvml import SimNVML
+    except ImportError as exc:
+        raise ConfigError(
+            f"nvml: 'sim' needs the simulator, which is not installed ({exc}); install the "
+            "clusterui-collector-sim wheel (the collector's [sim] extra)") from None
 
     root = tempfile.mkdtemp(prefix="clusterui-sim-")
     atexit.register(shutil.rmtree, root, True)

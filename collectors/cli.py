@@ -45,10 +45,10 @@ def main(argv=None) -> int:
     )
     try:
         config = Config.load(args.config, os.environ)
+        backend = open_backend(config)
     except ConfigError as exc:
         print(f"clusterui-collector: configuration error: {exc}", file=sys.stderr)
         return 2
-    backend = open_backend(config)
     config = backend.config or config
     agent = Agent(config, nvml=backend.nvml, nvml_reason=backend.reason)
     try:
@@ -81,14 +81,15 @@ def _once_stdout(agent: Agent, backend) -> int:
 
 
 def _shipper(config: Config):
-    from collectors.transport import CelerySender, Shipper, Spool
+    from collectors.transport import RedisSender, Shipper, Spool
 
     try:
         spool = Spool(config.spool_dir, config.spool_max_bytes)
-    except OSError as exc:
+        sender = RedisSender(config.broker_url, config.queue, config.signing_key())
+    except (OSError, ValueError) as exc:  # ConfigError is a ValueError
         print(f"clusterui-collector: configuration error: {exc}", file=sys.stderr)
         return None
-    return Shipper(CelerySender(config.broker_url, config.queue, config.signing_key()), spool)
+    return Shipper(sender, spool)
 
 
 def _once_ship(agent: Agent, backend, shipper) -> int:

@@ -17,6 +17,8 @@ from collectors import signing
 
 ENV_PREFIX = "CLUSTERUI_"
 NVML_MODES = ("auto", "nvml", "sim", "none")
+# What the sender can reach (redis-py URLs): the broker is the Redis that Celery uses.
+BROKER_SCHEMES = ("redis", "rediss", "unix")
 
 
 class ConfigError(ValueError):
@@ -164,6 +166,10 @@ def _broker(name: str, value: Any) -> str:
     text = _text(name, value)
     if "://" not in text:
         raise ConfigError(f"{name}: must be a URL like redis://host:6379/0, got {value!r}")
+    scheme = text.split("://", 1)[0].lower()
+    if scheme not in BROKER_SCHEMES:
+        raise ConfigError(f"{name}: the collector speaks Redis only (redis://, rediss:// or "
+                          f"unix://), got {scheme}://")
     return text
 
 

@@ -1,4 +1,4 @@
-"""Getting batches to the server: a Celery sender, a bounded disk spool, and the shipper.
+"""Getting batches to the server: a Redis sender, a bounded disk spool, and the shipper.
 
 Nothing is lost while the spool has room; when it is full the oldest batches go first and
 are counted, and that count travels in the next batch that reaches the server
@@ -13,22 +13,30 @@ import os
 import tempfile
 from collections.abc import Callable
 
-from collectors import signing
+from collectors import signing, wire
+from collectors.config import BROKER_SCHEMES
 
 log = logging.getLogger(__name__)
 
-TASK_NAME = "clusterui.ingest"
 CONNECT_TIMEOUT_S = 3.0
 
 
-class CelerySender:
-    """Publishes ``clusterui.ingest(batch)``; raises fast (no retry loop) when it cannot."""
+class RedisSender:
+    """Queues ``clusterui.ingest(batch)`` on the broker's Redis list (``collectors.wire``);
+    raises fast (no retry loop) when it cannot: the shipper spools the batch instead."""
 
     def __init__(self, broker_url: str, queue: str = "ingest",
                  signing_key: tuple[str, str] | Callable[[dict], dict] | None = None
                  ) -> None:
-        from celery import Celery  # imported here: --once --stdout never needs it
+        import redis  # imported here: --once --stdout never needs it
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
 
+        scheme = broker_url.split("://", 1)[0].lower()
+        if scheme not in BROKER_SCHEMES:
+            raise ValueError(f"broker_url: the collector speaks Redis only "
+                             f"({', '.join(s + '://' for s in BROKER_SCHEMES)}), "
+                             f"got {scheme}://")
         self.queue = queue
         # (key id, secret), the secret a node key or a cluster secret (``signing.sign``
         # picks the scheme), or a function that signs an envelope (the simulator's
@@ -36,59 +44,27 @@ class CelerySender:
         # anything else (the spool's drop count) has been added to it.
         self.signing_key = signing_key
         self.broker_url = broker_url
-        self._connection = None
-        self.app = Celery("clusterui-collector", broker=broker_url, set_as_current=False)
-        self.app.conf.update(
-            task_serializer="json",
-            accept_content=["json"],
-            result_backend=None,
-            task_ignore_result=True,
-            broker_connection_timeout=CONNECT_TIMEOUT_S,
-            broker_connection_retry=False,
-            broker_connection_retry_on_startup=False,
-            broker_connection_max_retries=0,
-            broker_transport_options={
-                "socket_connect_timeout": CONNECT_TIMEOUT_S,
-                "socket_timeout": CONNECT_TIMEOUT_S,
-                "max_retries": 0,
-            },
-            task_publish_retry=False,
+        self._redis = redis.Redis.from_url(
+            broker_url,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            socket_timeout=CONNECT_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 0),
         )
 
     def send(self, batch: dict) -> None:
-        # An explicit connection: Celery would otherwise let a CELERY_BROKER_URL in the
-        # environment override the configured broker_url.
-        if self._connection is None:
-            self._connection = self.app.connection_for_write(self.broker_url)
         if callable(self.signing_key):
             self.signing_key(batch)
         elif self.signing_key:
             signing.sign(batch, *self.signing_key)
         try:
-            self.app.send_task(
-                TASK_NAME,
-                args=[batch],
-                queue=self.queue,
-                serializer="json",
-                retry=False,
-                ignore_result=True,
-                connection=self._connection,
-            )
+            self._redis.lpush(self.queue, wire.task_message(batch, self.queue))
         except BaseException:
-            self._drop_connection()
+            # A broken connection is not reused: the next send opens a fresh one.
+            self._redis.connection_pool.disconnect()
             raise
 
-    def _drop_connection(self) -> None:
-        if self._connection is not None:
-            try:
-                self._connection.close()
-            except Exception:  # noqa: BLE001 - already broken
-                pass
-            self._connection = None
-
     def close(self) -> None:
-        self._drop_connection()
-        self.app.close()
+        self._redis.close()
 
 
 class Spool:

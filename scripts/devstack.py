@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var"
 VENV_BIN = Path(sys.executable).parent
-PRIVATE_PG_PORT = 55432
-PRIVATE_REDIS_PORT = 56379
-# DEVSTACK_PRIVATE=1 ignores services on the default ports and uses private ones under var/.
+# DEVSTACK_PRIVATE=1 ignores services on the default ports and uses private ones under var/,
+# each on a free port chosen when it is first started and reused only while the process
+# that answers there is the one it started (its pid file), never someone else's service.
 PRIVATE_ONLY = os.environ.get("DEVSTACK_PRIVATE") == "1"
 
 children: list[subprocess.Popen] = []
@@ -72,33 +72,65 @@ def find_binary(name: str) -> str | None:
 
 # --- PostgreSQL ------------------------------------------------------------------------
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pidfile: Path) -> bool:
+    try:
+        os.kill(int(pidfile.read_text().split()[0]), 0)
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _ours(name: str, pidfile: Path) -> int | None:
+    """The port of the private ``name`` this script started earlier, if it still runs."""
+    port_file = VAR / f"{name}.port"
+    if port_file.exists() and _alive(pidfile):
+        port = int(port_file.read_text())
+        if port_open("127.0.0.1", port):
+            return port
+    return None
+
+
+def _new_port(name: str) -> int:
+    VAR.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    (VAR / f"{name}.port").write_text(str(port))
+    return port
+
+
 def postgres_url() -> str:
     if os.environ.get("DATABASE_URL") and not PRIVATE_ONLY:
         return os.environ["DATABASE_URL"]
     if not PRIVATE_ONLY and port_open("127.0.0.1", 5432):
         return "postgres://postgres@127.0.0.1:5432/clusterui"
-    if port_open("127.0.0.1", PRIVATE_PG_PORT):
-        return f"postgres://postgres@127.0.0.1:{PRIVATE_PG_PORT}/clusterui"
+    data = VAR / "pg"
+    if (port := _ours("pg", data / "postmaster.pid")) is not None:
+        return f"postgres://postgres@127.0.0.1:{port}/clusterui"
     initdb, pg_ctl = find_binary("initdb"), find_binary("pg_ctl")
     if not (initdb and pg_ctl):
         sys.exit("[clusterui] PostgreSQL is not answering on 127.0.0.1:5432 and no postgres "
                  "binaries were found to start a private one.\n  Install it: "
                  "sudo apt-get install postgresql  (or set DATABASE_URL)")
-    data = VAR / "pg"
     run_as = _unprivileged_prefix(data)
+    port = _new_port("pg")
     if not (data / "PG_VERSION").exists():
         data.mkdir(parents=True, exist_ok=True)
         say(f"creating a private PostgreSQL in {data}")
         _chown_for(data)
         subprocess.run([*run_as, initdb, "-D", str(data), "-U", "postgres", "--auth=trust",
                         "-E", "UTF8"], check=True, stdout=subprocess.DEVNULL)
-    say(f"starting a private PostgreSQL on port {PRIVATE_PG_PORT}")
+    say(f"starting a private PostgreSQL on port {port}")
     subprocess.run([*run_as, pg_ctl, "-D", str(data), "-l", str(data / "server.log"), "-w",
-                    "-o", f"-p {PRIVATE_PG_PORT} -k {data} -c listen_addresses=127.0.0.1",
+                    "-o", f"-p {port} -k {data} -c listen_addresses=127.0.0.1",
                     "start"], check=True, stdout=subprocess.DEVNULL)
     started_services.append(("PostgreSQL", [*run_as, pg_ctl, "-D", str(data), "-m", "fast",
                                             "stop"]))
-    return f"postgres://postgres@127.0.0.1:{PRIVATE_PG_PORT}/clusterui"
+    return f"postgres://postgres@127.0.0.1:{port}/clusterui"
 
 
 def _unprivileged_prefix(path: Path) -> list[str]:
@@ -134,24 +166,26 @@ def redis_url(persistent: bool = False) -> str:
         return os.environ["CELERY_BROKER_URL"]
     if not PRIVATE_ONLY and port_open("127.0.0.1", 6379):
         return "redis://127.0.0.1:6379/0"
-    if port_open("127.0.0.1", PRIVATE_REDIS_PORT):
-        return f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}/0"
+    data = VAR / "redis"
+    if (port := _ours("redis", data / "redis.pid")) is not None:
+        return f"redis://127.0.0.1:{port}/0"
     server = shutil.which("redis-server")
     if not server:
         sys.exit("[clusterui] Redis is not answering on 127.0.0.1:6379 and redis-server is not "
                  "installed.\n  Install it: sudo apt-get install redis-server  "
                  "(or set CELERY_BROKER_URL)")
-    data = VAR / "redis"
     data.mkdir(parents=True, exist_ok=True)
-    say(f"starting a private Redis on port {PRIVATE_REDIS_PORT} (append-only file in {data})")
-    subprocess.run([server, "--port", str(PRIVATE_REDIS_PORT), "--bind", "127.0.0.1",
+    port = _new_port("redis")
+    say(f"starting a private Redis on port {port} (append-only file in {data})")
+    subprocess.run([server, "--port", str(port), "--bind", "127.0.0.1",
+                    "--pidfile", str(data / "redis.pid"),
                     "--dir", str(data), "--appendonly", "yes", "--daemonize", "yes",
                     "--logfile", str(data / "redis.log")], check=True)
-    wait_port("127.0.0.1", PRIVATE_REDIS_PORT, "Redis")
+    wait_port("127.0.0.1", port, "Redis")
     cli = shutil.which("redis-cli")
     if cli:
-        started_services.append(("Redis", [cli, "-p", str(PRIVATE_REDIS_PORT), "shutdown"]))
-    return f"redis://127.0.0.1:{PRIVATE_REDIS_PORT}/0"
+        started_services.append(("Redis", [cli, "-p", str(port), "shutdown"]))
+    return f"redis://127.0.0.1:{port}/0"
 
 
 def stop_services() -> None:
@@ -318,24 +352,66 @@ def demo(args) -> None:
 # --- the browser tests -----------------------------------------------------------------
 
 CHROMIUM = "/usr/bin/chromium"
+SYSTEMD_ANALYZE = "/usr/bin/systemd-analyze"
+CADDY = "/usr/bin/caddy"
 
 
-def ensure_chromium(args=None) -> None:
-    """The browser tests drive Debian's chromium: install it when it is missing and we are
-    root, or stop and say how. Does nothing when it is there."""
-    if os.path.exists(CHROMIUM):
+def _apt_install(package: str, path: str, why: str) -> None:
+    """Install Debian's ``package`` when ``path`` is missing and we are root, or stop and say
+    how. Does nothing when it is there."""
+    if os.path.exists(path):
         return
     apt = shutil.which("apt-get")
     if os.geteuid() == 0 and apt:
-        say("installing chromium for the browser tests: apt-get install -y chromium")
+        say(f"installing {package} for {why}: apt-get install -y {package}")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        install = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
+        install = [apt, "install", "-y", "-q", "--no-install-recommends", package]
         if subprocess.run(install, env=env).returncode != 0:  # stale package lists
             subprocess.run([apt, "update", "-q"], env=env, check=False)
             subprocess.run(install, env=env, check=False)
-    if not os.path.exists(CHROMIUM):
-        sys.exit(f"[clusterui] the browser tests need Debian's chromium at {CHROMIUM}.\n"
-                 "  Install it: sudo apt-get install -y chromium")
+    if not os.path.exists(path):
+        sys.exit(f"[clusterui] {why} need Debian's {package} ({path}).\n"
+                 f"  Install it: sudo apt-get install -y {package}")
+
+
+def ensure_chromium(args=None) -> None:
+    """The browser tests drive Debian's chromium."""
+    _apt_install("chromium", CHROMIUM, "the browser tests")
+
+
+def ensure_caddy(args=None) -> None:
+    """The Compose stack test puts Debian's caddy in front of the web server, as Compose does."""
+    _apt_install("caddy", CADDY, "the Compose stack test")
+
+
+def ensure_systemd_analyze(args=None) -> None:
+    """The packaging tests check the collector's systemd unit with systemd-analyze."""
+    _apt_install("systemd", SYSTEMD_ANALYZE, "the systemd unit's tests")
+
+
+# --- the Slurm tests ---------------------------------------------------------------
+
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch")
+
+
+def ensure_slurm(args=None) -> None:
+    """tests/slurm runs a real slurmctld and slurmd: install Debian's slurm-wlm and munge
+    when missing and we are root, or stop and say how. Does nothing when they are there."""
+    if all(shutil.which(b) for b in SLURM_BINARIES):
+        return
+    apt = shutil.which("apt-get")
+    if os.geteuid() == 0 and apt:
+        say("installing Slurm for the Slurm tests: apt-get install -y slurm-wlm munge")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        install = [apt, "install", "-y", "-q", "--no-install-recommends", "slurm-wlm", "munge"]
+        if subprocess.run(install, env=env).returncode != 0:  # stale package lists
+            subprocess.run([apt, "update", "-q"], env=env, check=False)
+            subprocess.run(install, env=env, check=False)
+    missing = [b for b in SLURM_BINARIES if not shutil.which(b)]
+    if missing:
+        sys.exit(f"[clusterui] the Slurm tests need Debian's slurm-wlm and munge "
+                 f"({', '.join(missing)} missing).\n"
+                 "  Install them: sudo apt-get install -y slurm-wlm munge")
 
 
 def run(args) -> None:
@@ -362,6 +438,13 @@ def main() -> None:
     d.set_defaults(func=demo)
     c = sub.add_parser("chromium", help="install chromium for the browser tests if missing")
     c.set_defaults(func=ensure_chromium)
+    cd = sub.add_parser("caddy", help="install caddy for the Compose stack test if missing")
+    cd.set_defaults(func=ensure_caddy)
+    sa = sub.add_parser("systemd-analyze",
+                        help="install systemd-analyze for the systemd unit's tests if missing")
+    sa.set_defaults(func=ensure_systemd_analyze)
+    s = sub.add_parser("slurm", help="install slurm-wlm and munge for the Slurm tests if missing")
+    s.set_defaults(func=ensure_slurm)
     r = sub.add_parser("run", help="run a command against the stack")
     r.add_argument("command", nargs=argparse.REMAINDER)
     r.set_defaults(func=run)

@@ -45,8 +45,10 @@ class Worker:
     _count = 0
 
     def __init__(self, broker_url: str, *, concurrency: int = 1, queues: str = "ingest,default",
-                 extra_env: dict | None = None, kind: str = "celery"):
+                 extra_env: dict | None = None, kind: str = "celery", beat: bool = False):
         assert kind in ("celery", "bulk"), kind
+        assert not (beat and kind == "bulk"), "beat runs inside a Celery worker"
+        self.beat = beat
         Worker._count += 1
         self.name = f"w{Worker._count}-{os.getpid()}"
         self.kind = kind
@@ -77,6 +79,8 @@ class Worker:
                        self.queues, "-c", str(self.concurrency), "-n", f"{self.name}@%h",
                        "--without-mingle", "--without-gossip", "--without-heartbeat",
                        "--loglevel", "INFO"]
+            if self.beat:  # Celery beat inside this worker, as `make demo` runs it
+                command += ["-B", "-s", str(OUTPUT / "workers" / f"{self.name}-schedule")]
         self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(self._ready, timeout=timeout, what=f"worker {self.name} to be ready "

@@ -41,3 +41,21 @@ def test_a_retired_setting_is_refused_with_its_replacement():
     result = manage("check", SECRET_KEY="x" * 60, RAW_HOT_HOURS="2")
     assert result.returncode != 0
     assert "RAW_HOT_HOURS is no longer read: set RAW_HOT_MINUTES" in result.stderr
+
+
+def test_the_retired_sign_in_settings_are_refused_with_what_to_set_instead():
+    result = manage("check", SECRET_KEY="x" * 60, LOGIN_TRUST_X_FORWARDED_FOR="1")
+    assert result.returncode != 0
+    assert ("LOGIN_TRUST_X_FORWARDED_FOR is no longer read: set LOGIN_TRUSTED_PROXIES"
+            in result.stderr)
+    result = manage("check", SECRET_KEY="x" * 60, LOGIN_MAX_FAILURES_PER_USER="5")
+    assert result.returncode != 0
+    assert ("LOGIN_MAX_FAILURES_PER_USER is no longer read: set LOGIN_MAX_FAILURES_PER_PAIR"
+            in result.stderr)
+
+
+def test_trusted_proxies_must_be_networks():
+    result = manage("check", SECRET_KEY="x" * 60, LOGIN_TRUSTED_PROXIES="10.0.0.0/8, proxy")
+    assert result.returncode != 0
+    assert ("LOGIN_TRUSTED_PROXIES must be comma-separated addresses or CIDRs, got 'proxy'"
+            in result.stderr)

@@ -1,25 +1,44 @@
 from django.conf import settings
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
+from django.shortcuts import render
 
-from clusterui.accounts import ratelimit
+from clusterui.accounts import attempt_gate
+from clusterui.accounts.client_address import client_address
+
+
+def _refused(request, message: str):
+    form = AuthenticationForm(request, data=request.POST)
+    form.add_error(None, message)
+    return render(request, "registration/login.html",
+                  {"form": form, "next": request.POST.get("next", "")}, status=429)
+
+
+def _minutes() -> int:
+    return max(1, settings.LOGIN_FAILURE_WINDOW_S // 60)
+
+
+def locked_out(request, response, credentials):
+    """django-axes' AXES_LOCKOUT_CALLABLE: this user name is locked for this address only."""
+    return _refused(request, "Too many failed sign-in attempts for this user from your "
+                             f"address. Try again in {_minutes()} minutes.")
 
 
 class LoginView(auth_views.LoginView):
-    """Django's sign-in, refusing further attempts for a while after repeated failures."""
+    """Django's sign-in. django-axes locks a (user name, address) pair after repeated
+    failures; the attempt gate checks one pair's attempts one at a time and limits one
+    address's failures across user names (clusterui/accounts/attempt_gate.py)."""
 
     def post(self, request, *args, **kwargs):
-        username = request.POST.get("username", "")
-        address = ratelimit.client_address(request)
-        if ratelimit.blocked(username, address):
-            form = self.get_form()
-            form.add_error(None, "Too many failed sign-in attempts. Try again in "
-                           f"{settings.LOGIN_FAILURE_WINDOW_S // 60} minutes.")
-            response = self.render_to_response(self.get_context_data(form=form))
-            response.status_code = 429
-            return response
-        response = super().post(request, *args, **kwargs)
-        if request.user.is_authenticated:
-            ratelimit.reset(username)
-        else:
-            ratelimit.record_failure(username, address)
+        address = client_address(request)
+        if attempt_gate.address_blocked(address):
+            return _refused(request, "Too many failed sign-in attempts from your address. "
+                                     f"Try again in {_minutes()} minutes.")
+        with attempt_gate.one_at_a_time(request.POST.get("username", ""), address) as turn:
+            if not turn:
+                return _refused(request, "Another sign-in attempt for this user is still "
+                                         "being checked. Try again in a moment.")
+            response = super().post(request, *args, **kwargs)
+            if not request.user.is_authenticated:
+                attempt_gate.record_address_failure(address)
         return response

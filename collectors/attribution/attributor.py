@@ -7,13 +7,15 @@ else no job.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from collectors.attribution.cgroup import JobRef, job_of_pid, slurm_job_dirs
+from collectors.attribution.cgroup import JobRef, ProcessJob, job_of_pid, slurm_job_dirs
 from collectors.attribution.jobmap import MapEntry, read_job_map
-from collectors.attribution.metadata import Scontrol, meta_from_environ, user_of_uid
+from collectors.attribution.metadata import Scontrol, meta_from_environ, read_environ, user_of_uid
+from collectors.attribution.slurm_gpus import SlurmGpuIndex
 from collectors.attribution.usage import cpu_count, cpu_seconds, memory_bytes
 from collectors.rates import CounterRates
 
@@ -64,27 +66,43 @@ def _int(text: str | None) -> int | None:
 
 class JobAttributor:
     def __init__(
-        self, procfs_root: str, cgroup_root: str, job_map_dir: str, scontrol: Scontrol | None = None
+        self,
+        procfs_root: str,
+        cgroup_root: str,
+        job_map_dir: str,
+        scontrol: Scontrol | None = None,
+        slurm_gpus: SlurmGpuIndex | None = None,
     ) -> None:
         self.procfs_root = procfs_root
         self.cgroup_root = cgroup_root
         self.job_map_dir = job_map_dir
         self.scontrol = scontrol if scontrol is not None else Scontrol()
+        self.slurm_gpus = slurm_gpus if slurm_gpus is not None else SlurmGpuIndex()
         self.active: dict[tuple[str, str], Job] = {}
         self._cpu = CounterRates()
 
     def attribute(
-        self, ts: float, gpus: list[tuple[int, str, list[int]]]
+        self,
+        ts: float,
+        gpus: list[tuple[int, str, list[int]]],
+        minors: dict[str, int | None] | None = None,
     ) -> tuple[dict[str, Job | None], list[Job]]:
         """({gpu uuid: job or None}, jobs that ended since the last call).
 
-        ``gpus`` is [(index, uuid, host pids running on it)].
+        ``gpus`` is [(NVML index, uuid, host pids running on it)]; ``minors`` {uuid: NVML
+        minor number}, which ties a GPU to Slurm's index of it (see slurm_gpus).
         """
-        mapping = read_job_map(self.job_map_dir, [(index, uuid) for index, uuid, _ in gpus])
+        slurm_index = None
+        if minors and self._has_index_files():  # slurmd -G only where Slurm files exist
+            slurm_index = self.slurm_gpus.of(minors)
+        mapping = read_job_map(
+            self.job_map_dir, [(index, uuid) for index, uuid, _ in gpus], slurm_index
+        )
         owners: dict[str, Job | None] = {}
         seen: dict[tuple[str, str], Job] = {}
+        by_sluid = {e.meta["sluid"]: e.job_id for e in mapping.values() if "sluid" in e.meta}
         for index, uuid, pids in gpus:
-            job = self._from_processes(pids) or self._from_mapping(mapping.get(index))
+            job = self._from_processes(pids, by_sluid) or self._from_mapping(mapping.get(index))
             if job is not None:
                 job = seen.setdefault(job.key, self._remember(job, mapping.get(index), pids))
             owners[uuid] = job
@@ -98,11 +116,19 @@ class JobAttributor:
                 ended.append(job)
         return owners, ended
 
-    def _from_processes(self, pids: list[int]) -> Job | None:
+    def _has_index_files(self) -> bool:
+        try:
+            return any(name.isdigit() for name in os.listdir(self.job_map_dir))
+        except OSError:
+            return False
+
+    def _from_processes(self, pids: list[int], by_sluid: dict[str, str]) -> Job | None:
         votes: Counter = Counter()
         found = {}
         for pid in pids:
             hit = job_of_pid(self.procfs_root, self.cgroup_root, pid)
+            if hit is not None and not hit.job.id:
+                hit = self._resolve_sluid(hit, pid, by_sluid)
             if hit is None:
                 continue
             key = (hit.job.scheduler, hit.job.id)
@@ -113,6 +139,16 @@ class JobAttributor:
         if not votes:
             return None
         return found[votes.most_common(1)[0][0]]
+
+    def _resolve_sluid(self, hit: ProcessJob, pid: int, by_sluid: dict[str, str]):
+        """A Slurm >= 26.05 cgroup path names the job by SLUID: the job id is the one the
+        prolog recorded with that SLUID, else the process's own SLURM_JOB_ID."""
+        job_id = by_sluid.get(hit.job.sluid or "")
+        if job_id is None:
+            job_id = read_environ(self.procfs_root, pid, ("SLURM_JOB_ID",)).get("SLURM_JOB_ID")
+        if not job_id:
+            return None
+        return ProcessJob(replace(hit.job, id=job_id), hit.cgroup_dirs)
 
     def _from_mapping(self, entry: MapEntry | None) -> Job | None:
         if entry is None:
@@ -133,7 +169,8 @@ class JobAttributor:
         if job.cgroup_dirs and not known.cgroup_dirs:
             known.cgroup_dirs = job.cgroup_dirs
         if not known.cgroup_dirs and known.ref.scheduler == "slurm":
-            known.cgroup_dirs = tuple(slurm_job_dirs(self.cgroup_root, known.ref.id, known.uid))
+            known.cgroup_dirs = tuple(slurm_job_dirs(self.cgroup_root, known.ref.id, known.uid,
+                                                     known.meta.get("sluid")))  # fmt: skip
         return known
 
     def _describe(self, job: Job, pids: list[int]) -> None:

@@ -3,6 +3,10 @@
 Layouts understood:
 - Slurm, cgroup v1: ``N:ctrl:/slurm/uid_<uid>/job_<id>/step_<s>/task_<n>``
 - Slurm, cgroup v2: ``0::/system.slice/[<node>_]slurmstepd.scope/job_<id>/step_<s>/...``
+- Slurm >= 26.05, cgroup v2: ``.../slurmstepd.scope/s<SLUID>/step_<s>/...`` (the default
+  unless cgroup.conf has ``CgroupJobIdPaths=yes``). The SLUID is "s" and 13 Crockford
+  base32 digits (Slurm's src/common/sluid.h); the job id is not in the path, so the
+  ``JobRef`` has an empty id and its ``sluid`` for the attributor to resolve.
 - Kubernetes, cgroupfs: ``/kubepods/[<qos>/]pod<uid>/<container>``
 - Kubernetes, systemd: ``.../kubepods-<qos>-pod<uid_with_underscores>.slice/...``
 """
@@ -14,7 +18,9 @@ import re
 from dataclasses import dataclass
 
 SLURM_V1 = re.compile(r"^(.*?/slurm[^/]*/uid_(\d+)/job_([^/]+))(?:/|$)")
-SLURM_V2 = re.compile(r"^(.*?/(?:[^/]*_)?slurmstepd\.scope/job_([^/]+))(?:/|$)")
+SLURM_V2 = re.compile(
+    r"^(.*?/(?:[^/]*_)?slurmstepd\.scope/(?:job_([^/]+)|(s[0-9A-HJKMNP-TV-Z]{13})))(?:/|$)"
+)
 K8S_CGROUPFS = re.compile(r"^(.*?/kubepods(?:/[a-z]+)?/pod([a-f0-9_-]+))(?:/|$)")
 K8S_SYSTEMD = re.compile(r"^(.*?/kubepods(?:-[a-z]+)?-pod([a-f0-9_]+)\.slice)(?:/|$)")
 
@@ -22,8 +28,9 @@ K8S_SYSTEMD = re.compile(r"^(.*?/kubepods(?:-[a-z]+)?-pod([a-f0-9_]+)\.slice)(?:
 @dataclass(frozen=True)
 class JobRef:
     scheduler: str  # slurm | kubernetes
-    id: str
+    id: str  # empty for a SLUID path until resolved
     uid: int | None = None
+    sluid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ def job_from_path(path: str) -> tuple[JobRef, str] | None:
         return JobRef("slurm", match.group(3), int(match.group(2))), match.group(1)
     match = SLURM_V2.match(path)
     if match:
+        if match.group(3):
+            return JobRef("slurm", "", sluid=match.group(3)), match.group(1)
         return JobRef("slurm", match.group(2)), match.group(1)
     match = K8S_SYSTEMD.match(path)
     if match:
@@ -87,7 +96,7 @@ def job_of_cgroup_text(text: str, cgroup_root: str) -> ProcessJob | None:
         job, job_path = hit
         if found is None:
             found = job
-        elif job.id != found.id:
+        elif (job.id, job.sluid) != (found.id, found.sluid):
             continue
         if found.uid is None and job.uid is not None:
             found = job
@@ -102,7 +111,9 @@ def job_of_cgroup_text(text: str, cgroup_root: str) -> ProcessJob | None:
     return ProcessJob(found, tuple(dict.fromkeys(dirs)))
 
 
-def slurm_job_dirs(cgroup_root: str, job_id: str, uid: int | None) -> list[str]:
+def slurm_job_dirs(
+    cgroup_root: str, job_id: str, uid: int | None, sluid: str | None = None
+) -> list[str]:
     """Where a Slurm job's cgroup lives when no process told us (mapping-file jobs)."""
     dirs = []
     system_slice = os.path.join(cgroup_root, "system.slice")
@@ -111,6 +122,8 @@ def slurm_job_dirs(cgroup_root: str, job_id: str, uid: int | None) -> list[str]:
     except OSError:
         scopes = []
     dirs.extend(os.path.join(system_slice, scope, f"job_{job_id}") for scope in scopes)
+    if sluid:
+        dirs.extend(os.path.join(system_slice, scope, sluid) for scope in scopes)
     if uid is not None:
         for ctrl in ("cpu,cpuacct", "cpuacct", "memory"):
             dirs.append(os.path.join(cgroup_root, ctrl, "slurm", f"uid_{uid}", f"job_{job_id}"))

@@ -10,6 +10,7 @@ File format (see docs/collector.md)::
     start_time=1763790000
     cpus=16
     nodes=2
+    sluid=s5K1KKYAYG5D00
 
 The first line is the jobstats / dcgm-exporter convention (the uid may be absent); the
 ``key=value`` lines are optional metadata the prolog knows. Unknown keys are ignored.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-META_KEYS = ("user", "name", "account", "partition", "start_time", "cpus", "nodes")
+META_KEYS = ("user", "name", "account", "partition", "start_time", "cpus", "nodes", "sluid")
 
 
 @dataclass(frozen=True)
@@ -53,15 +54,20 @@ def parse_map_file(text: str) -> MapEntry | None:
     return MapEntry(first[0], uid, meta)
 
 
-def read_job_map(directory: str, gpus: list[tuple[int, str]]) -> dict[int, MapEntry]:
-    """{gpu index: entry} for the GPUs (index, uuid) that have a mapping file."""
+def read_job_map(
+    directory: str, gpus: list[tuple[int, str]], slurm_index: dict[str, int] | None = None
+) -> dict[int, MapEntry]:
+    """{gpu index: entry} for the GPUs (NVML index, uuid) that have a mapping file, named
+    by the UUID or by Slurm's index of the GPU (``slurm_index``, {uuid: index}; a GPU
+    missing there is taken to have the same index in Slurm as in NVML)."""
+    slurm_index = slurm_index or {}
     try:
         names = set(os.listdir(directory))
     except OSError:
         return {}
     out = {}
     for index, uuid in gpus:
-        for name in (str(index), uuid):
+        for name in (uuid, str(slurm_index.get(uuid, index))):
             if name not in names:
                 continue
             try:

@@ -1,8 +1,10 @@
 """Job metadata (user, name, account, ...) from what the node can see, never invented.
 
 Sources, first answer wins per field: the prolog mapping file, the job process's
-environment (``SLURM_*``), ``scontrol show job <id> --json`` when scontrol is installed,
-and for the user only, the passwd entry of the job's uid.
+environment (``SLURM_*``), ``scontrol show job <id> --json`` or its
+one-line text form ``scontrol show job -o <id>`` (older Slurm, whose scontrol has no
+``--json``) when scontrol is installed, and for the user only, the passwd entry of the
+job's uid.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import json
 import logging
 import os
 import pwd
+import re
 import shutil
 import subprocess
+import time
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +28,14 @@ _ENV_KEYS = {
     "SLURM_JOB_ACCOUNT": "account",
     "SLURM_JOB_PARTITION": "partition",
     "SLURM_JOB_START_TIME": "start_time",
-    "SLURM_CPUS_ON_NODE": "cpus",
+    "SLURM_CPUS_ON_NODE": "cpus",  # a job step's environment has it; the prolog's has not
     "SLURM_JOB_NUM_NODES": "nodes",
     "SLURM_JOB_UID": "uid",
 }
 
 
-def meta_from_environ(procfs_root: str, pid: int) -> dict[str, str]:
+def read_environ(procfs_root: str, pid: int, keys) -> dict[str, str]:
+    """The named variables of a process's environment that are set and not empty."""
     try:
         with open(os.path.join(procfs_root, str(pid), "environ"), "rb") as fh:
             raw = fh.read()
@@ -39,9 +44,13 @@ def meta_from_environ(procfs_root: str, pid: int) -> dict[str, str]:
     out = {}
     for item in raw.split(b"\0"):
         key, sep, value = item.decode("utf-8", "replace").partition("=")
-        if sep and key in _ENV_KEYS and value:
-            out[_ENV_KEYS[key]] = value
+        if sep and key in keys and value:
+            out[key] = value
     return out
+
+
+def meta_from_environ(procfs_root: str, pid: int) -> dict[str, str]:
+    return {_ENV_KEYS[k]: v for k, v in read_environ(procfs_root, pid, _ENV_KEYS).items()}
 
 
 def _number(value):
@@ -81,12 +90,49 @@ def parse_scontrol_json(text: str) -> dict[str, str]:
     return out
 
 
+# `scontrol show job -o` writes Key=Value pairs separated by spaces; a value may itself
+# hold spaces (a job name), so a pair ends where the next known-shaped key begins.
+_TEXT_PAIR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=(.*?)(?=\s+[A-Za-z][A-Za-z0-9_/:]*=|\s*$)")
+_TEXT_UNSET = {"", "(null)", "Unknown", "N/A", "None"}
+
+
+def parse_scontrol_text(text: str) -> dict[str, str]:
+    """The first job of ``scontrol show job -o``: the same keys as the JSON form."""
+    line = next((ln for ln in text.splitlines() if ln.startswith("JobId=")), "")
+    pairs: dict[str, str] = {}
+    for key, value in _TEXT_PAIR.findall(line):
+        pairs.setdefault(key, value.strip())
+    out = {}
+    for key, src in (("name", "JobName"), ("account", "Account"), ("partition", "Partition")):
+        if pairs.get(src, "") not in _TEXT_UNSET:
+            out[key] = pairs[src]
+    user = re.fullmatch(r"(.*)\((\d+)\)", pairs.get("UserId", ""))
+    if user:
+        if user.group(1):
+            out["user"] = user.group(1)
+        out["uid"] = user.group(2)
+    nodes = pairs.get("NumNodes", "")
+    if nodes.isdigit():
+        out["nodes"] = nodes
+        if nodes == "1" and pairs.get("NumCPUs", "").isdigit():
+            out["cpus"] = pairs["NumCPUs"]  # the whole job's count: per node only if 1
+    start = pairs.get("StartTime", "")
+    if start not in _TEXT_UNSET:
+        try:  # local time without zone, as scontrol prints it
+            out["start_time"] = str(int(time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))))
+        except ValueError:
+            pass
+    return out
+
+
 class Scontrol:
-    """``scontrol show job <id> --json``, cached per job (failures too)."""
+    """``scontrol show job <id> --json`` (or ``-o`` text where scontrol has no --json),
+    cached per job (failures too)."""
 
     def __init__(self, executable: str | None = None) -> None:
         self.executable = executable or shutil.which("scontrol")
         self._cache: dict[str, dict[str, str]] = {}
+        self._json: bool | None = None  # does this scontrol take --json? (None: not known yet)
 
     def lookup(self, job_id: str) -> dict[str, str]:
         if not self.executable:
@@ -96,20 +142,26 @@ class Scontrol:
         return self._cache[job_id]
 
     def _run(self, job_id: str) -> dict[str, str]:
+        if self._json is not False:
+            done = self._call("show", "job", job_id, "--json")
+            if done is not None and done.returncode == 0:
+                self._json = True
+                return parse_scontrol_json(done.stdout)
+            if done is None or "option" not in done.stderr:
+                return {}  # e.g. the job has gone: --json itself is fine
+            self._json = False  # e.g. 22.05: "unrecognized option '--json'"
+        done = self._call("show", "job", "-o", job_id)
+        if done is None or done.returncode != 0:
+            return {}
+        return parse_scontrol_text(done.stdout)
+
+    def _call(self, *args: str) -> subprocess.CompletedProcess | None:
         try:
-            done = subprocess.run(
-                [self.executable, "show", "job", job_id, "--json"],
-                capture_output=True,
-                text=True,
-                timeout=SCONTROL_TIMEOUT_S,
-                check=False,
-            )
+            return subprocess.run([self.executable, *args], capture_output=True, text=True,
+                                  timeout=SCONTROL_TIMEOUT_S, check=False)  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.info("scontrol show job %s failed: %s", job_id, exc)
-            return {}
-        if done.returncode != 0:
-            return {}
-        return parse_scontrol_json(done.stdout)
+            log.info("scontrol %s failed: %s", " ".join(args), exc)
+            return None
 
     def forget(self, job_id: str) -> None:
         self._cache.pop(job_id, None)

@@ -17,6 +17,8 @@ class GpuInfo:
     pci_bus_id: str | None
     nvlink_bytes_per_s: int | None
     mig_enabled: bool | None
+    # X of /dev/nvidiaX: ties the GPU to Slurm's index of it (not sent; see slurm_gpus)
+    minor: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -68,4 +70,5 @@ def read_info(probe, handle, index: int, uuid: str) -> GpuInfo:
         pci_bus_id=None if pci is None else normalise_bus_id(pci.busId),
         nvlink_bytes_per_s=nvlink_capacity(probe, handle),
         mig_enabled=None if mig is None else bool(mig[0]),
+        minor=probe.call("minor", "nvmlDeviceGetMinorNumber", handle),
     )

@@ -2,7 +2,8 @@
 # ClusterUI: Slurm Epilog. Removes the GPU mapping files the prolog wrote for this job,
 # and only those whose first word is still this job's id (a newer job may own the GPU).
 # Directory: $CLUSTERUI_JOB_MAP_DIR, or the first argument, or /run/clusterui-jobs.
-# Install: Epilog=/usr/libexec/clusterui/slurm-epilog.sh in slurm.conf. Always exits 0.
+# Install: add to the directory your Epilog= glob names, e.g. /etc/slurm/epilog.d/*
+# (docs/collector.md). Always exits 0.
 
 dir="${1:-${CLUSTERUI_JOB_MAP_DIR:-/run/clusterui-jobs}}"
 [ -n "$SLURM_JOB_ID" ] || exit 0

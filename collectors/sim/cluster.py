@@ -388,14 +388,14 @@ class _Output:
         self.shippers = {}
         if self.stdout:
             return
-        from collectors.transport import CelerySender, Shipper, Spool
+        from collectors.transport import RedisSender, Shipper, Spool
 
         spool_root = args.spool_dir or os.path.join(tempfile.gettempdir(), "clusterui-sim-spool")
         # The simulator plays every node, so it holds the cluster secret; each node's batches
         # are still signed with that node's own derived key, as a real node's would be.
         key = (signing.node_signer(args.ingest_key_id, args.ingest_key)
                if args.ingest_key_id else None)
-        self.sender = CelerySender(args.broker_url, args.queue, key)
+        self.sender = RedisSender(args.broker_url, args.queue, key)
         for name in node_names:
             spool = Spool(os.path.join(spool_root, name), args.spool_max_bytes)
             self.shippers[name] = Shipper(self.sender, spool)

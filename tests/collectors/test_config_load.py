@@ -34,6 +34,7 @@ def test_collector_table(tmp_path):
         ({"CLUSTERUI_NVML": "cuda"}, "nvml"),
         ({"CLUSTERUI_SPOOL_MAX_BYTES": "-5"}, "spool_max_bytes"),
         ({"CLUSTERUI_BROKER_URL": "localhost"}, "broker_url"),
+        ({"CLUSTERUI_BROKER_URL": "amqp://guest@rabbit//"}, "broker_url"),
         ({"CLUSTERUI_CLUSTER": " "}, "cluster"),
         ({"CLUSTERUI_SIM_SEED": "1.5"}, "sim_seed"),
     ],

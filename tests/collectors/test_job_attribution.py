@@ -6,6 +6,7 @@ from collectors.attribution import JobAttributor
 from collectors.attribution.cgroup import job_from_path, job_of_cgroup_text
 from collectors.attribution.jobmap import parse_map_file
 from collectors.attribution.metadata import Scontrol, parse_scontrol_json
+from collectors.attribution.slurm_gpus import SlurmGpuIndex, expand_files, parse_slurmd_gres
 from tests.collectors.sysfs_trees import add_process, write
 
 UUID0 = "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"
@@ -77,7 +78,8 @@ def test_scontrol_json_both_number_styles():
 
 
 def make_attributor(roots):
-    return JobAttributor(roots["proc"], roots["cgroup"], roots["jobmap"], Scontrol(executable=""))
+    return JobAttributor(roots["proc"], roots["cgroup"], roots["jobmap"], Scontrol(executable=""),
+                         SlurmGpuIndex(executable=""))  # fmt: skip
 
 
 def test_job_from_process_with_environment_and_v2_usage(roots):
@@ -153,3 +155,68 @@ def test_kubernetes_pod(roots):
     assert owners[UUID0].as_dict([0])["scheduler"] == "kubernetes"
     assert owners[UUID0].ref.id == POD
     assert owners[UUID1] is None
+
+
+# Slurm >= 26.05 names a job's cgroup v2 directory by its SLUID unless cgroup.conf has
+# CgroupJobIdPaths=yes. The layout is SchedMD's own example in doc/html/cgroup_v2.shtml
+# ("Hierarchy overview", `systemctl status slurmstepd.scope`): job 3385's step 0 runs
+# `/usr/bin/sleep 123` in slurmstepd.scope/s5K1KKYAYG5D00/step_0/user/task_0.
+SLUID = "s5K1KKYAYG5D00"
+SLURM_V2_SLUID = f"0::/system.slice/slurmstepd.scope/{SLUID}/step_0/user/task_0\n"
+
+
+def test_sluid_cgroup_path_is_recognised():
+    hit = job_of_cgroup_text(SLURM_V2_SLUID, "/cg")
+    assert (hit.job.scheduler, hit.job.id, hit.job.sluid) == ("slurm", "", SLUID)
+    assert hit.cgroup_dirs == (f"/cg/system.slice/slurmstepd.scope/{SLUID}",)
+    # Not a SLUID: wrong length, or a letter Crockford base32 leaves out (I, L, O, U).
+    assert job_from_path("/system.slice/slurmstepd.scope/s5K1KKYAYG5D0/step_0") is None
+    assert job_from_path("/system.slice/slurmstepd.scope/s5K1KKYAYG5DO0/step_0") is None
+    assert job_from_path("/system.slice/slurmstepd.scope/system") is None
+
+
+def test_sluid_job_resolved_through_the_prolog_file(roots):
+    add_process(roots["proc"], 113635, SLURM_V2_SLUID)  # no environment readable
+    write(os.path.join(roots["jobmap"], "0"), f"3385 1000\nuser=lipi\nsluid={SLUID}\n")
+    jdir = os.path.join(roots["cgroup"], "system.slice/slurmstepd.scope", SLUID)
+    write(os.path.join(jdir, "memory.current"), "2048")
+    att = make_attributor(roots)
+    owners, _ = att.attribute(1.0, [(0, UUID0, [113635]), (1, UUID1, [])])
+    assert owners[UUID0].as_dict([0])["id"] == "3385"
+    assert owners[UUID0].as_dict([0])["user"] == "lipi"
+    assert att.usage(1.0) == [("3385", None, 2048)]
+
+
+def test_sluid_job_resolved_through_the_process_environment(roots):
+    add_process(roots["proc"], 113635, SLURM_V2_SLUID, {"SLURM_JOB_ID": "3385"})
+    owners, _ = make_attributor(roots).attribute(1.0, [(0, UUID0, [113635])])
+    assert owners[UUID0].ref.id == "3385"
+
+
+def test_unresolvable_sluid_is_no_job_rather_than_a_wrong_one(roots):
+    add_process(roots["proc"], 113635, SLURM_V2_SLUID)
+    owners, _ = make_attributor(roots).attribute(1.0, [(0, UUID0, [113635])])
+    assert owners[UUID0] is None
+
+
+def test_mapping_only_job_finds_its_sluid_cgroup(roots):
+    write(os.path.join(roots["jobmap"], "0"), f"3385 1000\nsluid={SLUID}\n")
+    write(os.path.join(roots["cgroup"], "system.slice/slurmstepd.scope", SLUID,
+                       "memory.current"), "4096")  # fmt: skip
+    att = make_attributor(roots)
+    att.attribute(1.0, [(0, UUID0, [])])
+    assert att.usage(1.0) == [("3385", None, 4096)]
+
+
+def test_slurmd_gres_lines_give_device_files_in_index_order():
+    # Printed by `slurmd -G` of Debian's slurm-wlm 22.05.8 (tests/slurm runs it for real).
+    text = ("slurmd-vm: Gres Name=gpu Type=(null) Count=2 Index=0 ID=7696487 "
+            "File=/dev/nvidia[4-5] (null)\n"
+            "slurmd-vm: Gres Name=gpu Type=a100 Count=3 Index=2 ID=7696487 "
+            "File=/dev/nvidia[0,2-3] (null)\n"
+            "slurmd-vm: Gres Name=shard Type=(null) Count=8 Index=0 ID=1 File=(null) (null)\n")  # fmt: skip
+    assert parse_slurmd_gres(text) == ["/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia0",
+                                       "/dev/nvidia2", "/dev/nvidia3"]  # fmt: skip
+    assert expand_files("/dev/nvidia[08-10]") == ["/dev/nvidia08", "/dev/nvidia09",
+                                                  "/dev/nvidia10"]  # fmt: skip
+    assert parse_slurmd_gres("") == []

@@ -18,7 +18,7 @@ import yaml
 from clusterui.ingest.consumer import Consumer
 from clusterui.ingest.models import IngestBatch
 from clusterui.ingest.queue import ReliableQueue
-from collectors.transport import CelerySender
+from collectors.transport import RedisSender
 from tests.factories import node_batch
 from tests.services import ROOT, free_port, wait_for
 
@@ -62,7 +62,7 @@ def collector_url(port: int) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_a_collector_can_queue_a_batch_that_the_server_stores(acl_redis, clean_samples):
     port, server, _ = acl_redis
-    sender = CelerySender(collector_url(port))
+    sender = RedisSender(collector_url(port))
     try:
         sender.send(node_batch(node="gpu-acl", seq=1, samples=3))
     finally:
@@ -118,9 +118,13 @@ def test_compose_runs_the_script_and_gives_collectors_only_the_collector_user():
     assert "start-redis.sh" in " ".join(redis_service["command"])
     assert any(str(v).startswith("./deploy/redis") for v in redis_service["volumes"])
     # The simulated collector (the pattern for real ones) speaks as the collector user.
-    sim_command = " ".join(services["simcollector"]["command"])
-    assert "redis://collector:" in sim_command
+    sim = services["simcollector"]
+    assert sim["environment"]["DEMO_BROKER"].startswith("redis://collector@")
+    assert "redis_collector_password" in sim["secrets"]
+    assert "redis_password" not in sim["secrets"]
     # The server's cache (sign-in counters) is a database the collector user cannot select.
     app_env = compose["x-app"]["environment"]
     assert app_env["CACHE_URL"].endswith("/1")
-    assert Path(ROOT / ".env.example").read_text().count("REDIS_COLLECTOR_PASSWORD") == 1
+    # The passwords are secret files, never in .env.
+    assert "PASSWORD" not in Path(ROOT / ".env.example").read_text()
+    assert compose["secrets"]["redis_collector_password"]["file"].startswith("./deploy/secrets/")

@@ -21,7 +21,7 @@ from clusterui.inventory.models import Gpu, Node
 from clusterui.jobs.models import Job, JobMetadataChange
 from clusterui.telemetry.models import GpuEvent
 from collectors import signing
-from collectors.transport import CelerySender
+from collectors.transport import RedisSender
 from tests.factories import node_batch
 from tests.services import wait_for
 
@@ -248,10 +248,10 @@ def test_a_real_bulk_consumer_enforces_node_identity(make_worker, broker_url):
     for cluster, secret in SECRETS.items():
         IngestKey.objects.create(cluster=cluster, key_id=KEY_IDS[cluster], secret=secret)
     make_worker(kind="bulk", extra_env={"INGEST_REQUIRE_SIGNATURE": "1"})
-    senders = {node: CelerySender(broker_url, signing_key=(KEY_IDS["test"],
+    senders = {node: RedisSender(broker_url, signing_key=(KEY_IDS["test"],
                                                              node_key("test", node)))
                for node in ("gpu-t001", "gpu-t002")}
-    simulator = CelerySender(broker_url, signing_key=signing.node_signer(KEY_IDS["other"],
+    simulator = RedisSender(broker_url, signing_key=signing.node_signer(KEY_IDS["other"],
                                                                          SECRETS["other"]))
     try:
         senders["gpu-t001"].send(with_job(node_batch("gpu-t001", start=START), user="bob"))

@@ -15,7 +15,7 @@ from clusterui.ingest.models import IngestBatch, IngestKey, RejectedBatch
 from clusterui.ingest.tasks import ingest_envelope
 from collectors import signing
 from collectors.config import Config, ConfigError
-from collectors.transport import CelerySender
+from collectors.transport import RedisSender
 from tests.factories import node_batch
 from tests.services import wait_for
 
@@ -147,8 +147,8 @@ def test_unsigned_batches_from_a_cluster_without_a_key_are_refused_when_required
 def test_the_collector_signs_and_a_real_worker_verifies(make_worker, broker_url):
     IngestKey.objects.create(cluster="test", key_id="test-1", secret=SECRET)
     make_worker(extra_env={"INGEST_REQUIRE_SIGNATURE": "1"})
-    signed = CelerySender(broker_url, signing_key=("test-1", node_key()))
-    unsigned = CelerySender(broker_url)
+    signed = RedisSender(broker_url, signing_key=("test-1", node_key()))
+    unsigned = RedisSender(broker_url)
     try:
         signed.send(node_batch(seq=1))
         unsigned.send(node_batch(seq=2))

@@ -9,7 +9,7 @@ from clusterui.ingest.models import IngestBatch
 from clusterui.inventory.models import Gpu, Node
 from clusterui.jobs.models import Job
 from collectors.sim.cluster import ClusterSim
-from collectors.transport import CelerySender, Shipper, Spool
+from collectors.transport import RedisSender, Shipper, Spool
 from tests.factories import recent_start
 from tests.services import wait_for
 
@@ -29,7 +29,7 @@ def test_simulated_collectors_feed_the_database_through_a_real_worker(worker, br
                                                                       tmp_path):
     sim = ClusterSim(nodes=2, gpus_per_node=8, seed=3, start=START, root_dir=str(tmp_path / "sim"),
                      cluster="e2e", interval=10)
-    sender = CelerySender(broker_url)
+    sender = RedisSender(broker_url)
     shipper = Shipper(sender, Spool(str(tmp_path / "spool"), 50_000_000))
     produced = {"gpu": 0, "nic": 0, "job": 0, "batches": 0}
     try:

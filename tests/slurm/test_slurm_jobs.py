@@ -1,0 +1,199 @@
+"""Real Slurm jobs (Debian's slurm-wlm) against the shipped prolog and epilog, and the
+collector's attribution reading what they wrote. See tests/slurm/cluster.py for the set-up.
+
+The node has two GRES GPUs; no NVIDIA GPU exists here, so the collector side is given the
+GPUs NVML would list (index, UUID) and resolves Slurm's indexes itself (see
+test_slurm_index_is_matched_through_the_device_not_nvml_index).
+"""
+
+import subprocess
+import time
+
+import pytest
+
+from collectors.attribution import JobAttributor
+from collectors.attribution.jobmap import parse_map_file
+from collectors.attribution.metadata import Scontrol
+from collectors.attribution.slurm_gpus import SlurmGpuIndex
+
+pytestmark = pytest.mark.timeout(60)
+
+UUID0 = "GPU-00000000-1111-2222-3333-444444444444"
+UUID1 = "GPU-00000001-1111-2222-3333-444444444444"
+NVML_GPUS = [(0, UUID0, []), (1, UUID1, [])]
+NOBODY = 65534
+
+
+def attribute(slurm, tmp_path):
+    """What the collector attributes now: {uuid: job dict or None}, using the real
+    scontrol of this cluster for what the prolog cannot know (the job name)."""
+    attributor = JobAttributor("/nonexistent-proc", str(tmp_path), str(slurm.map_dir),
+                               Scontrol())  # fmt: skip
+    owners, _ = attributor.attribute(time.time(), NVML_GPUS)
+    return {uuid: (job.as_dict([]) if job else None) for uuid, job in owners.items()}
+
+
+def test_sbatch_job_is_recorded_named_and_removed(slurm, tmp_path):
+    job = slurm.sbatch("-J", "llama-ft", "--gres=gpu:1", "-c", "2", "--wrap", "sleep 60")
+    files = slurm.wait_files(["0"])
+    entry = parse_map_file(files["0"])
+    assert (entry.job_id, entry.uid) == (job, NOBODY)
+    # No accounting storage here: Slurm gives no SLURM_JOB_ACCOUNT, so no account line.
+    assert entry.meta == {"user": "nobody", "partition": "gpu", "cpus": "2", "nodes": "1"}
+    assert slurm.map_files() == ["0"]
+
+    seen = attribute(slurm, tmp_path)
+    assert seen[UUID1] is None
+    assert {k: seen[UUID0][k] for k in ("id", "scheduler", "user", "name", "account",
+                                        "partition", "cpus")} == {
+        "id": job, "scheduler": "slurm", "user": "nobody", "name": "llama-ft",
+        "account": None, "partition": "gpu", "cpus": 2,
+    }  # fmt: skip
+    assert seen[UUID0]["started_at"] and abs(seen[UUID0]["started_at"] - time.time()) < 60
+
+    slurm.cmd("scancel", job)
+    slurm.wait_gone([job])
+    assert slurm.map_files() == []
+
+
+def test_prolog_environment_is_what_slurm_documents(slurm):
+    """The ground truth the scripts are written against (docs/collector.md lists it)."""
+    job = slurm.sbatch("-J", "env-check", "--gres=gpu:1", "--wrap", "sleep 60")
+    slurm.wait_files(["0"])
+    env = slurm.prolog_env(job)
+    slurm.cmd("scancel", job)
+    slurm.wait_gone([job])
+    assert env["SLURM_SCRIPT_CONTEXT"] == "prolog_slurmd"
+    assert (env["SLURM_JOB_ID"], env["SLURM_JOB_UID"], env["SLURM_JOB_USER"]) == (
+        job, str(NOBODY), "nobody")
+    assert (env["SLURM_JOB_GPUS"], env["SLURM_JOB_PARTITION"]) == ("0", "gpu")
+    assert env["SLURM_JOB_CPUS_PER_NODE"] == "1" and env["SLURM_JOB_NUM_NODES"] == "1"
+    assert env["SLURMD_NODENAME"] == slurm.node
+    for absent in ("SLURM_JOB_NAME", "SLURM_CPUS_ON_NODE", "SLURM_JOB_ACCOUNT"):
+        assert absent not in env
+
+
+def test_srun_job_is_recorded_while_it_runs(slurm, tmp_path):
+    run = subprocess.Popen(["srun", "--uid=nobody", f"--chdir={slurm.path('jobs')}",
+                            "-J", "srun-step", "--gres=gpu:1", "sleep", "60"],
+                           env=slurm.env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        entry = parse_map_file(slurm.wait_files(["0"])["0"])
+        assert entry.uid == NOBODY and entry.meta["user"] == "nobody"
+        assert attribute(slurm, tmp_path)[UUID0]["name"] == "srun-step"
+        job = entry.job_id
+        slurm.cmd("scancel", job)
+        slurm.wait_gone([job])
+    finally:
+        run.kill()
+        run.wait()
+    assert slurm.map_files() == []
+
+
+def test_salloc_allocation_is_recorded_before_any_step(slurm):
+    """PrologFlags=Alloc: the prolog runs when the allocation is granted, so an idle
+    interactive allocation is attributed before its first srun."""
+    done = subprocess.run(["salloc", "--uid=nobody", "--no-shell", "-J", "interactive",
+                           "--gres=gpu:1"], env=slurm.env, capture_output=True, text=True,
+                          timeout=20, check=True)  # fmt: skip
+    job = next(w for w in done.stderr.split() if w.isdigit())
+    entry = parse_map_file(slurm.wait_files(["0"])["0"])
+    assert entry.job_id == job
+    steps = slurm.cmd("squeue", "-h", "-s", "-j", job, "-o", "%i")
+    assert steps.split() in ([], [f"{job}.extern"])  # no step has run
+    slurm.cmd("scancel", job)
+    slurm.wait_gone([job])
+    assert slurm.map_files() == []
+
+
+def test_array_tasks_each_own_their_gpu(slurm, tmp_path):
+    """The prolog sees each task's own job id (SLURM_ARRAY_* are not given to the slurmd
+    Prolog); that id is what the cgroup path and the collector use."""
+    array = slurm.sbatch("-J", "sweep", "--array=0-1", "--gres=gpu:1", "--wrap", "sleep 60")
+    files = slurm.wait_files(["0", "1"])
+    tasks = dict(line.split() for line in slurm.cmd(
+        "squeue", "-h", "-j", array, "-o", "%A %i").splitlines())  # fmt: skip
+    assert sorted(tasks.values()) == [f"{array}_0", f"{array}_1"]
+    owners = {parse_map_file(text).job_id for text in files.values()}
+    assert owners == set(tasks)
+    seen = attribute(slurm, tmp_path)
+    assert {seen[UUID0]["id"], seen[UUID1]["id"]} == set(tasks)
+    assert seen[UUID0]["name"] == seen[UUID1]["name"] == "sweep"
+    slurm.cmd("scancel", array)
+    slurm.wait_gone(list(tasks))
+    assert slurm.map_files() == []
+
+
+def test_two_gpu_job_owns_both(slurm, tmp_path):
+    job = slurm.sbatch("-J", "ddp", "--gres=gpu:2", "--wrap", "sleep 60")
+    files = slurm.wait_files(["0", "1"])
+    assert {parse_map_file(t).job_id for t in files.values()} == {job}
+    assert slurm.prolog_env(job)["SLURM_JOB_GPUS"] == "0,1"
+    seen = attribute(slurm, tmp_path)
+    assert seen[UUID0]["id"] == seen[UUID1]["id"] == job
+    assert seen[UUID0]["name"] == "ddp"
+    slurm.cmd("scancel", job)
+    slurm.wait_gone([job])
+    assert slurm.map_files() == []
+
+
+def test_epilog_leaves_a_newer_jobs_file(slurm):
+    """A GPU handed to a new job before the old epilog ran keeps the new job's file."""
+    first = slurm.sbatch("-J", "first", "--gres=gpu:1", "--wrap", "sleep 60")
+    slurm.wait_files(["0"])
+    foreign = slurm.map_dir / "1"
+    foreign.write_text("999999 1000\n")
+    slurm.cmd("scancel", first)
+    slurm.wait_gone([first])
+    assert slurm.map_files() == ["1"]
+    foreign.unlink()
+
+
+@pytest.fixture(scope="module")
+def real_prolog_env(slurm):
+    job = slurm.sbatch("-J", "shape", "--gres=gpu:1", "--wrap", "sleep 60")
+    slurm.wait_files(["0"])
+    env = slurm.prolog_env(job)
+    slurm.cmd("scancel", job)
+    slurm.wait_gone([job])
+    return env
+
+
+@pytest.mark.parametrize(("nodelist", "cpus_per_node", "expected"), [
+    ("n[1-3],{node}", "2(x3),1", "1"),
+    ("{node},n[1-3]", "2(x3),1", "2"),
+    ("n1,{node},n[2-3]", "8,4(x3)", "4"),
+])  # fmt: skip
+def test_cpus_are_this_nodes_share_of_a_multi_node_job(real_prolog_env, slurm, tmp_path,
+                                                        nodelist, cpus_per_node, expected):  # fmt: skip
+    """One slurmd cannot run a multi-node job, so the prolog runs here in the environment
+    a real job's prolog got, reshaped the way Slurm writes it for a 4-node job
+    (SLURM_JOB_CPUS_PER_NODE in node-list order, runs as "2(x3)"); scontrol expands the
+    node list with this cluster's slurm.conf."""
+    env = dict(real_prolog_env)
+    env.update(SLURM_JOB_NUM_NODES="4", SLURM_NODELIST=nodelist.format(node=slurm.node),
+               SLURM_JOB_CPUS_PER_NODE=cpus_per_node, PATH="/usr/bin:/bin")  # fmt: skip
+    script = slurm.path("etc", "prolog.d", "clusterui-prolog.sh")
+    subprocess.run([str(script), str(tmp_path)], env=env, check=True, timeout=10)
+    entry = parse_map_file((tmp_path / "0").read_text())
+    assert (entry.meta["cpus"], entry.meta["nodes"]) == (expected, "4")
+
+
+def test_slurm_index_is_matched_through_the_device_not_nvml_index(slurm, tmp_path):
+    """Slurm's GPU 0 is the first File= of gres.conf, /dev/nvidia4 here. NVML (simulated:
+    there is no GPU) numbers by PCI bus id and says its GPU 0 has minor number 5 and its
+    GPU 1 minor number 4, so the job's GPU is NVML's 1. The collector asks the real
+    `slurmd -G` for the device files and matches minor numbers."""
+    job = slurm.sbatch("-J", "one-gpu", "--gres=gpu:1", "--wrap", "sleep 60")
+    slurm.wait_files(["0"])
+    assert slurm.prolog_env(job)["SLURM_JOB_GPUS"] == "0"
+    index = SlurmGpuIndex()
+    assert index.minors() == [4, 5]  # from the real slurmd -G and the real device files
+    attributor = JobAttributor("/nonexistent-proc", str(tmp_path), str(slurm.map_dir),
+                               Scontrol(), index)  # fmt: skip
+    owners, _ = attributor.attribute(time.time(), NVML_GPUS, {UUID0: 5, UUID1: 4})
+    assert owners[UUID0] is None
+    assert owners[UUID1].ref.id == job
+    slurm.cmd("scancel", job)
+    slurm.wait_gone([job])
