@@ -7,7 +7,8 @@ It seeds its own database (``clusterui_bench_ui``, dropped and re-created unless
 finds it already seeded) in a few minutes, server side: 1,000 nodes x 8 GPUs with 4
 InfiniBand ports and an Ethernet port each, ``--hours`` of 10 s samples for every GPU, NIC
 and job (about 3 million GPU rows an hour), two-hour 8-GPU jobs on every node with their
-efficiency, findings on one job in five, a 4-node 32-GPU job and some Xid events. Then it
+efficiency, findings on one job in five, a 4-node 32-GPU job and some Xid events, and a
+week of hourly GPU rollups before those hours (the cluster history heatmap's 7 days). Then it
 times each page through Django's test client (the whole request in-process: views,
 queries, templates, figures; no network, no compression) and prints the median and p95
 in ms, the number of SQL queries each page made and its size (as sent gzipped too).
@@ -28,10 +29,11 @@ BASE_DB = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clu
 BENCH_NAME = "clusterui_bench_ui"
 BENCH_DB = BASE_DB.rsplit("/", 1)[0] + "/" + BENCH_NAME
 os.environ.update(DATABASE_URL=BENCH_DB, DEBUG="1", DJANGO_SETTINGS_MODULE="clusterui.settings",
-                  ALLOWED_HOSTS="testserver,localhost")
+                  ALLOWED_HOSTS="testserver,localhost", LOG_LEVEL="WARNING")
 
 GPUS_PER_NODE = 8
 SLOT_H = 2  # each node runs one 8-GPU job per two-hour slot
+HISTORY_DAYS = 7  # hourly GPU rollups before the raw hours: the history heatmap's week
 INTERVAL_S = 10
 
 
@@ -196,6 +198,74 @@ def seed(nodes: int, hours: float) -> None:
                n, 10 + random() * 30, 2e11
         FROM generate_series(%(t0)s, %(now)s - %(iv)s, %(iv)s) t,
              generate_series(1, %(n)s) n""", p)
+    # The history heatmap and the trends read the hourly rollups: a week of them for every
+    # GPU before the raw hours (as compaction leaves them), and the seeded jobs' hours.
+    hist = t0.replace(minute=0, second=0) - dt.timedelta(days=HISTORY_DAYS)
+    from clusterui.telemetry.metrics import (
+        GPU_ROLLUP_TABLES,
+        JOB_ROLLUP_TABLES,
+        NIC_ROLLUP_TABLES,
+        NODE_ROLLUP_TABLES,
+    )
+
+    partitions.ensure_partitions({(hist + dt.timedelta(days=d)).date()
+                                  for d in range(HISTORY_DAYS + 2)},
+                                 tables=(GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600],
+                                         NODE_ROLLUP_TABLES[3600]))
+    p["hist"] = hist
+    step(f"hourly GPU rollups, {HISTORY_DAYS} days", """
+        INSERT INTO telemetry_gpurollup1h (bucket, gpu_id, n, util_pct_avg, util_pct_max,
+            util_pct_min, sm_active_pct_avg, sm_active_pct_max, sm_active_pct_min,
+            power_w_avg, power_w_max, power_w_min, temp_c_avg, temp_c_max, temp_c_min,
+            mem_used_mib_avg, mem_used_mib_max, mem_used_mib_min)
+        SELECT b, g, 360, r * 100, LEAST(100, r * 100 + 20), GREATEST(0, r * 100 - 20),
+               r * 80, LEAST(100, r * 80 + 20), GREATEST(0, r * 80 - 20),
+               100 + r * 550, 100 + r * 600, 90 + r * 500, 40 + r * 40, 45 + r * 40,
+               35 + r * 40, 60000, 61000, 59000
+        FROM generate_series(%(hist)s, %(t0)s - interval '1 hour', interval '1 hour') b,
+             generate_series(1, %(n)s * %(g)s) g,
+             LATERAL (SELECT ((g * 7919 + extract(epoch FROM b)::bigint / 3600 * 104729)
+                              %% 1000) / 1000.0 AS r) x""", p)
+    step("hourly node rollups (as compaction writes them)", """
+        INSERT INTO telemetry_noderollup1h (node_id, bucket, gpus, util_pct_sum, util_pct_n,
+            sm_active_pct_sum, sm_active_pct_n, power_w_sum, power_w_n)
+        SELECT g.node_id, r.bucket, count(*), sum(r.util_pct_avg * r.n), sum(r.n),
+               sum(r.sm_active_pct_avg * r.n), sum(r.n), sum(r.power_w_avg * r.n), sum(r.n)
+        FROM telemetry_gpurollup1h r JOIN inventory_gpu g ON g.id = r.gpu_id
+        GROUP BY 1, 2""", p)
+    partitions.ensure_partitions({(t0 - dt.timedelta(days=d)).date() for d in range(3)},
+                                 tables=(NODE_ROLLUP_TABLES[300],))
+    step("5-minute node rollups, the day before the raw hours", """
+        INSERT INTO telemetry_noderollup5m (node_id, bucket, gpus, util_pct_sum, util_pct_n,
+            sm_active_pct_sum, sm_active_pct_n, power_w_sum, power_w_n)
+        SELECT n, b, %(g)s, r * 100 * 240, 240, r * 80 * 240, 240, (100 + r * 550) * 240, 240
+        FROM generate_series(date_trunc('hour', %(t0)s) - interval '1 day',
+                             date_trunc('hour', %(t0)s) - interval '5 minutes',
+                             interval '5 minutes') b,
+             generate_series(1, %(n)s) n,
+             LATERAL (SELECT ((n * 7919 + extract(epoch FROM b)::bigint / 300 * 104729)
+                              %% 1000) / 1000.0 AS r) x""", p)
+    partitions.ensure_partitions({(t0 - dt.timedelta(days=d)).date() for d in range(3)},
+                                 tables=(NIC_ROLLUP_TABLES[300],))
+    step("5-minute NIC rollups, the day before the raw hours", """
+        INSERT INTO telemetry_nicrollup5m (nic_id, bucket, n, rx_bytes_per_s_avg,
+            rx_bytes_per_s_max, rx_bytes_per_s_min, tx_bytes_per_s_avg, tx_bytes_per_s_max,
+            tx_bytes_per_s_min)
+        SELECT k, b, 30, r * 4e10, r * 4.5e10, r * 3e10, r * 3.8e10, r * 4e10, r * 3e10
+        FROM generate_series(date_trunc('hour', %(t0)s) - interval '1 day',
+                             date_trunc('hour', %(t0)s) - interval '5 minutes',
+                             interval '5 minutes') b,
+             generate_series(1, %(n)s * 5) k,
+             LATERAL (SELECT ((k * 7919 + extract(epoch FROM b)::bigint / 300 * 104729)
+                              %% 1000) / 1000.0 AS r) x""", p)
+    step("hourly job rollups", """
+        INSERT INTO telemetry_jobrollup1h (job_id, bucket, gpus, samples, gpu_s, util_pct,
+            sm_active_pct, busy_pct, power_w, mem_used_max_mib)
+        SELECT j.id, b, 8, 8 * 360, 8 * 3600, r * 100, r * 80, r * 80, 8 * (100 + r * 550),
+               60000
+        FROM jobs_job j,
+             generate_series(date_trunc('hour', j.first_seen), j.last_seen, interval '1 hour') b,
+             LATERAL (SELECT ((j.id * 37) %% 100) / 100.0 AS r) x""", p)
     step("Xid events", """
         INSERT INTO telemetry_gpuevent (gpu_id, ts, kind, code, message)
         SELECT g, %(now)s - (g %% 50) * interval '1 minute', 'xid', 79,
@@ -285,6 +355,12 @@ def main() -> None:
         ("jobs list: search", "/jobs/?q=train-3&state=running", staff),
         ("findings list", "/findings/", staff),
         ("users page: last 7 d", "/users/", staff),
+        ("nodes list", "/nodes/", staff),
+        ("cluster history: utilization, 7 d", "/nodes/history/?range=7d", staff),
+        ("cluster history: power, 24 h", "/nodes/history/?range=24h&metric=power", staff),
+        ("cluster history: network, 24 h", "/nodes/history/?range=24h&metric=nic", staff),
+        ("trends: by account, 12 weeks", "/trends/?by=account&period=12w", staff),
+        ("trends: by user, 30 days (researcher)", "/trends/?by=user&period=30d", researcher),
     ]
     clients = {}
     for name, path, user in pages:

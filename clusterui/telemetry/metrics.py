@@ -76,8 +76,15 @@ JOB_ROLLUP_TABLES = {60: "telemetry_jobrollup1m", 3600: "telemetry_jobrollup1h"}
 # partitions; and the (NIC, hour)s whose rollups are due (ingest marks them).
 NIC_ROLLUP_TABLES = {60: "telemetry_nicrollup1m", 300: "telemetry_nicrollup5m"}
 NIC_ROLLUP_DUE_TABLE = "telemetry_nicrollupdue"
-MONTHLY_TABLES = frozenset((GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600]))
-PACKED_TABLES = (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values())
+# Per node (migration 0007, written by compaction from the GPU rollups it just wrote): the
+# sums and counts of its GPUs' utilization, SM activity and power per bucket, so that the
+# cluster history reads one narrow row per node instead of eight wide ones per GPU.
+NODE_ROLLUP_TABLES = {300: "telemetry_noderollup5m", 3600: "telemetry_noderollup1h"}
+NODE_ROLLUP_METRICS = ("util_pct", "sm_active_pct", "power_w")
+MONTHLY_TABLES = frozenset((GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600],
+                            NODE_ROLLUP_TABLES[3600]))
+PACKED_TABLES = (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values(),
+                 *NODE_ROLLUP_TABLES.values())
 # Metrics a rollup keeps avg, max and min of (the rest: throttle reasons as bit_or, the
 # energy counter as min, max and last).
 ROLLUP_GAUGES = tuple(m.name for m in GPU_METRICS

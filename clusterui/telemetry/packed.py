@@ -37,6 +37,9 @@ from clusterui.telemetry.metrics import (
     GPU_ROLLUP_TABLES,
     GPU_SAMPLE_TABLE,
     JOB_ROLLUP_TABLES,
+    NODE_ROLLUP_METRICS,
+    NODE_ROLLUP_TABLES,
+    PACKED_TABLES,
     ROLLUP_GAUGES,
 )
 
@@ -195,6 +198,35 @@ FROM (
 GROUP BY job_id, bucket
 """
 
+# The nodes of these (GPU, hour)s, their buckets summed again over all their GPUs' rows of
+# those hours (a node's other GPUs may be packed in another transaction: each one redoes
+# the node's sums from what is there, so the last is complete).
+_NODE_ROLLUP_SQL = """
+INSERT INTO {table} (node_id, bucket, gpus, {cols})
+SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), {sums}
+FROM (SELECT DISTINCT n.node_id, u.start
+      FROM unnest(%(gpu)s::int[], %(start)s::timestamptz[]) AS u(gpu_id, start)
+      JOIN inventory_gpu n ON n.id = u.gpu_id) t
+JOIN inventory_gpu g ON g.node_id = t.node_id
+JOIN {source} r ON r.gpu_id = g.id AND r.bucket >= t.start
+ AND r.bucket < t.start + interval '1 hour' AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
+GROUP BY 1, 2
+ON CONFLICT (node_id, bucket) DO UPDATE SET gpus = EXCLUDED.gpus, {updates}
+"""
+
+
+def _node_rollup_sql(width: int) -> str:
+    cols = ", ".join(f"{m}_sum, {m}_n" for m in NODE_ROLLUP_METRICS)
+    sums = ", ".join(
+        f"sum(r.{m}_avg::float8 * COALESCE(r.{m}_n, r.n)), "
+        f"sum(COALESCE(r.{m}_n, r.n)) FILTER (WHERE r.{m}_avg IS NOT NULL)"
+        for m in NODE_ROLLUP_METRICS)
+    updates = ", ".join(f"{m}_{k} = EXCLUDED.{m}_{k}" for m in NODE_ROLLUP_METRICS
+                        for k in ("sum", "n"))
+    return _NODE_ROLLUP_SQL.format(table=NODE_ROLLUP_TABLES[width], cols=cols, sums=sums,
+                                   updates=updates, source=GPU_ROLLUP_TABLES[width])
+
+
 _DELETE_JOB_HOURS = """
 DELETE FROM {table} r
 USING unnest(%(job)s::int[], %(hour)s::timestamptz[]) AS t(job_id, hour)
@@ -216,8 +248,7 @@ def ensure_partitions(starts_ms) -> None:
     not from the in-process cache: a rolled-back transaction may have removed them)."""
     days = {ms_to_dt(int(s)).date() for s in starts_ms}
     partitions.forget_known()
-    partitions.ensure_partitions(days, tables=(GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(),
-                                               *JOB_ROLLUP_TABLES.values()))
+    partitions.ensure_partitions(days, tables=PACKED_TABLES)
 
 
 def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) -> Written:
@@ -254,6 +285,9 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
         out.rollup_rows = copy_arrays(cur, GPU_ROLLUP_TABLES[60], _rollup_columns(minute))
         out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[300], _rollup_columns(five))
         out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[3600], _rollup_columns(hour))
+        for width in NODE_ROLLUP_TABLES:
+            cur.execute(_node_rollup_sql(width), {"gpu": gpus, "start": starts, "lo": lo,
+                                                  "hi": hi})
         pairs = {(int(j), int(b - b % HOUR_MS)) for j, b in zip(minute.job, minute.bucket,
                                                                 strict=True) if j}
         out.jobs = len({j for j, _ in pairs})

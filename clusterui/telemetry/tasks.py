@@ -10,6 +10,7 @@ from clusterui.telemetry.metrics import (
     GPU_ROLLUP_TABLES,
     JOB_ROLLUP_TABLES,
     NIC_ROLLUP_TABLES,
+    NODE_ROLLUP_TABLES,
     SAMPLE_TABLES,
 )
 
@@ -27,9 +28,11 @@ def maintain_partitions():
                                (GPU_ROLLUP_TABLES[60], JOB_ROLLUP_TABLES[60],
                                 NIC_ROLLUP_TABLES[60]))
     partitions.drop_older_than(today - dt.timedelta(days=settings.ROLLUP_5M_RETENTION_DAYS),
-                               (GPU_ROLLUP_TABLES[300], NIC_ROLLUP_TABLES[300]))
+                               (GPU_ROLLUP_TABLES[300], NIC_ROLLUP_TABLES[300],
+                                NODE_ROLLUP_TABLES[300]))
     partitions.drop_older_than(today - dt.timedelta(days=settings.ROLLUP_1H_RETENTION_DAYS),
-                               (GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600]))
+                               (GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600],
+                                NODE_ROLLUP_TABLES[3600]))
 
 
 @shared_task(name="clusterui.telemetry.compact", ignore_result=True)

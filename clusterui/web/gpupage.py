@@ -11,6 +11,8 @@ METRICS = ("util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct",
            "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "pcie_tx_bytes_per_s",
            "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
 GB_PER_BYTE = 1e-9
+# Metrics drawn with a min-max band: the ones whose dips a finding is about.
+BANDED = ("util_pct", "sm_active_pct", "power_w", "sm_clock_mhz")
 
 
 def allocations(gpu, user, start, end) -> list[dict]:
@@ -22,7 +24,16 @@ def figures(gpu, allocs, start, end) -> tuple[dict, int]:
     minimum = gpu.node.sample_interval_s or 1
     step = pick_step(start, end, minimum=minimum, max_points=points_per_series(4))
     s = gpu_series([gpu.id], METRICS, start, end, step=step)
-    one = ts_figs.one_gpu_chart
+    # Each bucket's lowest and highest sample, where a bucket holds several: the band
+    # behind the mean shows the dips (and the clock's drops) a mean hides.
+    low = high = None
+    if step > minimum:
+        low = gpu_series([gpu.id], BANDED, start, end, step=step, agg="min")
+        high = gpu_series([gpu.id], BANDED, start, end, step=step, agg="max")
+
+    def one(*args, **kwargs):
+        return ts_figs.one_gpu_chart(*args, low=low, high=high, **kwargs)
+
     return {
         "activity": one(s, gpu.id, [("util_pct", "GPU utilization (NVML)"),
                                     ("sm_active_pct", "SM activity (GPM)"),

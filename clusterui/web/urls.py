@@ -5,10 +5,12 @@ from clusterui.web.views import (
     findings,
     gpus,
     health,
+    history,
     jobs,
     node_list,
     nodes,
     overview,
+    trends,
     users,
 )
 
@@ -17,12 +19,14 @@ urlpatterns = [
     path("", overview.home, name="home"),
     path("healthz", health.healthz, name="healthz"),
     path("nodes/", node_list.node_list, name="nodes"),
+    path("nodes/history/", history.node_history, name="node-history"),
     path("nodes/<int:pk>/", nodes.node_detail, name="node-detail"),
     path("gpus/<int:pk>/", gpus.gpu_detail, name="gpu-detail"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:pk>/", jobs.job_detail, name="job-detail"),
     path("jobs/compare/", compare.job_compare, name="job-compare"),
     path("users/", users.usage, name="users"),
+    path("trends/", trends.trends, name="trends"),
     path("findings/", findings.finding_list, name="findings"),
     path("findings/<int:pk>/ack/", findings.acknowledge, name="finding-ack"),
 ]

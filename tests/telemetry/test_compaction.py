@@ -337,3 +337,54 @@ def test_the_migration_fills_the_5_minute_rollups_from_the_1_minute_ones(cluster
     for g, w in zip(got, want, strict=True):
         assert g[:4] == w[:4] and g[7:] == w[7:]
         assert g[4:7] == pytest.approx(w[4:7], abs=0.006)
+
+
+def test_node_rollups_are_the_sums_of_the_gpu_rollups_and_the_migration_rebuilds_them(
+        cluster):
+    """Compaction sums each node's GPUs into the node rollups the cluster history reads;
+    migration 0007 builds the same rows from GPU rollups already stored."""
+    import importlib
+
+    from django.db import connection
+
+    raw = fetch("SELECT date_trunc('hour', ts), avg(util_pct) FROM telemetry_gpusample "
+                "WHERE ts < %s GROUP BY 1 ORDER BY 1", [NOW - dt.timedelta(hours=2)])
+    compaction.compact(NOW)
+    want = {
+        "5m": fetch("SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), "
+                    "sum(r.util_pct_avg::float8 * COALESCE(r.util_pct_n, r.n)), "
+                    "sum(COALESCE(r.power_w_n, r.n)) FROM telemetry_gpurollup5m r "
+                    "JOIN inventory_gpu g ON g.id = r.gpu_id GROUP BY 1, 2 ORDER BY 1, 2"),
+        "1h": fetch("SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), "
+                    "sum(r.util_pct_avg::float8 * COALESCE(r.util_pct_n, r.n)), "
+                    "sum(COALESCE(r.power_w_n, r.n)) FROM telemetry_gpurollup1h r "
+                    "JOIN inventory_gpu g ON g.id = r.gpu_id GROUP BY 1, 2 ORDER BY 1, 2"),
+    }
+    assert len(want["5m"]) == 2 * 12 and len(want["1h"]) == 2  # one node, two hours
+
+    def node_rows(suffix):
+        return fetch(f"SELECT node_id, bucket, gpus, util_pct_sum, power_w_n "
+                     f"FROM telemetry_noderollup{suffix} ORDER BY 1, 2")
+
+    for suffix in ("5m", "1h"):
+        got = node_rows(suffix)
+        assert [r[:3] + (r[4],) for r in got] == [w[:3] + (w[4],) for w in want[suffix]]
+        assert all(abs(g[3] - w[3]) < 1e-3 * w[3] for g, w in zip(got, want[suffix],
+                                                                    strict=True))
+    # Each hour's node mean is the mean of the raw samples of both GPUs in that hour.
+    means = fetch("SELECT bucket, util_pct_sum / util_pct_n FROM telemetry_noderollup1h "
+                  "ORDER BY 1")
+    assert [b for b, _ in means] == [h for h, _ in raw]
+    assert all(abs(m - r) < 1e-3 for (_, m), (_, r) in zip(means, raw, strict=True))
+    before = {s: node_rows(s) for s in ("5m", "1h")}
+    with connection.cursor() as cur:
+        cur.execute("TRUNCATE telemetry_noderollup5m, telemetry_noderollup1h")
+    migration = importlib.import_module("clusterui.telemetry.migrations.0007_node_rollups")
+
+    class Editor:
+        pass
+
+    editor = Editor()
+    editor.connection = connection
+    migration.backfill(None, editor)
+    assert {s: node_rows(s) for s in ("5m", "1h")} == before

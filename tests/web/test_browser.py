@@ -264,6 +264,57 @@ def test_a_researcher_sees_only_their_own_jobs(live_server, browser):
 
 
 
+def test_history_and_trends_draw_from_the_rollups(live_server, browser):
+    """A week of history, rolled up by compaction: the nodes x time heatmap and the usage
+    trends draw in the browser, and a row of the heatmap opens its node."""
+    from django.contrib.auth import get_user_model
+
+    from clusterui.telemetry import compaction
+    from tests import rows as f
+
+    get_user_model().objects.create_user("ops", password=PASSWORD, is_staff=True)
+    now = dt.datetime.now(dt.UTC)
+    nodes = [f.node(f"gpu-h{i:03d}", gpus=2, latest=False) for i in range(12)]
+    for day in (2, 5):
+        start = (now - dt.timedelta(days=day)).replace(minute=0, second=0, microsecond=0)
+        for i, n in enumerate(nodes):
+            gpus = list(n.gpus.all())
+            job = f.job(f"user{i % 3}", account=f"acct{i % 2}", gpus=gpus, state="ended",
+                        started_at=start, ended_at=start + dt.timedelta(hours=2))
+            f.gpu_samples(gpus, start, start + dt.timedelta(hours=2), every_s=60, job=job,
+                          util=lambda g, k, i=i: (8 * i + k) % 100)
+    compaction.compact()
+
+    tour = Tour(browser, live_server.url, "ops")
+    page = tour.page
+    tour.visit("/nodes/history/?range=7d", charts=1)
+    assert page.locator("#chart-history .heatmaplayer").count() == 1
+    tour.shot("cluster-history")
+    page.get_by_role("link", name="GPU power", exact=True).click()
+    page.wait_for_url(re.compile(r".*metric=power"))
+    tour.charts_rendered(1)
+    # A click on the first row, in the middle of its node's job two days ago, opens it.
+    box = page.locator("#chart-history .nsewdrag").first.bounding_box()
+    first = (now - dt.timedelta(days=7)).replace(minute=0, second=0, microsecond=0)
+    job_middle = (now - dt.timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
+    span = (now.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1) - first)
+    x = (job_middle + dt.timedelta(hours=1) - first) / span
+    page.mouse.click(box["x"] + box["width"] * x, box["y"] + 3)
+    page.wait_for_url(re.compile(r".*/nodes/\d+/$"))
+    assert page.locator("h1").inner_text() == "gpu-h000"
+
+    tour.visit("/trends/?by=account&period=30d", charts=1)
+    assert page.locator("#chart-trend .barlayer .trace").count() == 2  # acct0, acct1
+    rows = page.locator("table.trends-table tbody tr").all_inner_texts()
+    assert [r.split("\t")[0] for r in rows] == ["acct0", "acct1"]
+    tour.shot("trends")
+    page.get_by_role("link", name="Energy (kWh)").click()
+    page.wait_for_url(re.compile(r".*metric=energy_kwh"))
+    tour.charts_rendered(1)
+    assert tour.errors == []
+    tour.context.close()
+
+
 # --- Every link and control, and where each lands -------------------------------------
 
 # What one page tells the walk: its links (with whether they sit in a segmented control),

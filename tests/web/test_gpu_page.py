@@ -64,3 +64,33 @@ def test_another_users_job_on_the_gpu_is_not_listed(client_for, gpu_with_history
 
 def test_a_missing_gpu_is_not_found(client_for):
     assert client_for("alice").get("/gpus/999999/").status_code == 404
+
+
+def test_a_training_step_pattern_keeps_its_dips_at_a_coarse_range(client_for):
+    """A 4 s training step sampled every second (busy three seconds, idle one): over 24 h
+    the page reads 5-minute buckets, whose mean is a flat 75 %; the band from each bucket's
+    lowest to its highest sample still shows the GPU touching 0 % and 100 %."""
+    from clusterui.inventory.models import Node
+
+    now = timezone.now()
+    n = f.node("gpu-step", gpus=1, latest=False)
+    Node.objects.filter(pk=n.pk).update(sample_interval_s=1.0)
+    gpu = n.gpus.get()
+    start = now - dt.timedelta(hours=2)
+    job = f.job("alice", gpus=[gpu], started_at=start)
+    f.gpu_samples([gpu], start, now, every_s=1, job=job,
+                  util=lambda g, k: 0.0 if k % 4 == 3 else 100.0)
+    response = client_for("alice").get(reverse("gpu-detail", args=[gpu.pk]), {"range": "24h"})
+    activity = {t["name"]: t for t in response.context["charts"]["activity"]["data"]}
+    mean = present(activity["GPU utilization (NVML)"]["y"])
+    assert mean and all(v == pytest.approx(75.0, abs=1.0) for v in mean[1:-1])
+    low = present(activity["GPU utilization (NVML), lowest to highest sample"]["y"])
+    high = present(activity["GPU utilization (NVML), highest sample"]["y"])
+    assert set(low) == {0.0} and set(high) == {100.0}
+    # The band is filled to the trace before it (the highest sample), behind the mean.
+    names = list(activity)
+    assert activity["GPU utilization (NVML), lowest to highest sample"]["fill"] == "tonexty"
+    assert names.index("GPU utilization (NVML), highest sample") < names.index(
+        "GPU utilization (NVML)")
+    # The clock did not vary (none sampled): no band is drawn for it.
+    assert response.context["charts"]["clock"] is None

@@ -112,15 +112,9 @@ def activity_chart(series, *, gpu_util, gpu_sm, nic_pct, nvlink_pct,
     visible: a communication- or input-bound run's GPUs touch zero between steps."""
     axis = time_axis(series)
     traces = []
-    if band is not None and has_values(band[0]) and has_values(band[1]):
+    if band is not None:
         low, high, what = band
-        traces.append(_line(axis, high, f"{what}, highest sample", "rgba(0,158,115,0.35)",
-                            width=0.6, hover="max %{y:.0f} %", legendgroup="band",
-                            showlegend=False))
-        traces.append(_line(axis, low, f"{what}, lowest to highest sample",
-                            "rgba(0,158,115,0.35)", width=0.6, hover="min %{y:.0f} %",
-                            legendgroup="band", fill="tonexty",
-                            fillcolor="rgba(0,158,115,0.15)"))
+        traces += band_traces(axis, low, high, what, "#009E73", hover_format=".0f", unit=" %")
     for values, name, colour, fill, dash in (
         (nic_pct, "NIC traffic, % of link capacity", "#D55E00", True, "solid"),
         (nvlink_pct, "NVLink traffic, % of capacity", "#CC79A7", True, "solid"),
@@ -196,14 +190,41 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
     return _figure(data=traces, layout=base)
 
 
+def band_traces(axis: dict, low, high, what: str, colour: str, *, scale: float = 1.0,
+                hover_format: str = ".0f", unit: str = "") -> list[dict]:
+    """A shaded band from each bucket's lowest to its highest sample, drawn behind the
+    bucket means, so the dips a mean hides stay visible (a 4 s training step averaged into
+    a minute touches zero between steps). Empty when there is nothing to draw."""
+    if not has_values(low) or not has_values(high):
+        return []
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    top = _line(axis, high, f"{what}, highest sample", f"rgba({r},{g},{b},0.35)", width=0.6,
+                hover=f"max %{{y:{hover_format}}}{unit}", legendgroup=f"band {what}",
+                showlegend=False)
+    bottom = _line(axis, low, f"{what}, lowest to highest sample", f"rgba({r},{g},{b},0.35)",
+                   width=0.6, hover=f"min %{{y:{hover_format}}}{unit}",
+                   legendgroup=f"band {what}", fill="tonexty",
+                   fillcolor=f"rgba({r},{g},{b},0.15)")
+    for trace in (top, bottom):
+        trace["y"] = trace["y"] * scale
+    return [top, bottom]
+
+
 def one_gpu_chart(series, gpu_id: int, metrics: list[tuple[str, str]], *, y_title: str,
                   scale: float = 1.0, y_range=None, hover_format: str = ".0f",
-                  capacity: tuple[float, str] | None = None) -> go.Figure | None:
+                  capacity: tuple[float, str] | None = None, low=None, high=None
+                  ) -> go.Figure | None:
     """Several metrics of one GPU on one axis (``metrics``: (metric, trace name)), e.g. its
-    NVML utilization beside its SM, tensor and DRAM activity."""
+    NVML utilization beside its SM, tensor and DRAM activity. ``low``/``high``: the same
+    GPU's series read with ``agg="min"``/``"max"``: each metric they hold gets its band."""
     axis = time_axis(series)
     row = series.values.get(gpu_id, {})
     traces = []
+    for i, (metric, name) in enumerate(metrics):
+        if low is not None and high is not None and metric in low.values.get(gpu_id, {}):
+            traces += band_traces(axis, low.values[gpu_id][metric],
+                                  high.values[gpu_id][metric], name, color(i), scale=scale,
+                                  hover_format=hover_format)
     for i, (metric, name) in enumerate(metrics):
         values = row.get(metric, [])
         if has_values(values):

@@ -64,6 +64,12 @@ def gib(mib) -> str:
 @register.filter
 def hours(value) -> str:
     """GPU-hours with a precision that fits their size."""
+    return amount(value)
+
+
+@register.filter
+def amount(value) -> str:
+    """A quantity (GPU-hours, kWh) with a precision that fits its size."""
     if value is None:
         return "–"
     value = float(value)

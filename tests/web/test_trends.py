@@ -1,0 +1,111 @@
+"""The trends page: GPU-hours, used GPU-hours and energy per user, account, partition or
+cluster, by day, week or month, read from the hourly job rollups that compaction writes
+from the raw samples (written here as ingest stores them)."""
+
+import datetime as dt
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from clusterui.telemetry import compaction
+from clusterui.web.trends import bucket_starts
+from tests import rows as f
+
+pytestmark = pytest.mark.django_db
+
+
+def _hour(t: dt.datetime) -> dt.datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+@pytest.fixture
+def history():
+    """Two hours of alice's 2-GPU job (NVML 50 %, SM activity 40 %, 450 W per GPU) three
+    days ago, and one hour of bob's 1-GPU job (NVML 90 %, 72 %, 610 W) ten days ago, both
+    ended; rolled up by compaction."""
+    now = timezone.now()
+    node = f.node("trend-a", gpus=3, latest=False)
+    gpus = list(node.gpus.order_by("index"))
+    a0 = _hour(now - dt.timedelta(days=3))
+    b0 = _hour(now - dt.timedelta(days=10))
+    alice = f.job("alice", account="nlp", gpus=gpus[:2], state="ended", started_at=a0,
+                  ended_at=a0 + dt.timedelta(hours=2))
+    bob = f.job("bob", account="vision", gpus=gpus[2:], state="ended", started_at=b0,
+                ended_at=b0 + dt.timedelta(hours=1))
+    f.gpu_samples(gpus[:2], a0, a0 + dt.timedelta(hours=2), job=alice,
+                  util=lambda g, k: 50.0)
+    f.gpu_samples(gpus[2:], b0, b0 + dt.timedelta(hours=1), job=bob, util=lambda g, k: 90.0)
+    result = compaction.compact(now)
+    assert result.rows == 2 * 720 + 360 and not result.held_back
+    return {"alice": alice, "bob": bob, "a0": a0, "b0": b0}
+
+
+def by_name(response) -> dict:
+    return {r["group"].name: r["group"] for r in response.context["rows"]}
+
+
+def test_per_account_by_day_from_the_rollups(client_for, history):
+    response = client_for("staff").get(reverse("trends"), {"by": "account", "period": "30d"})
+    assert response.status_code == 200
+    groups = by_name(response)
+    assert set(groups) == {"nlp", "vision"}
+    nlp, vision = groups["nlp"], groups["vision"]
+    assert nlp.gpu_hours == pytest.approx(4.0)  # 2 GPUs x 2 h
+    assert nlp.used_gpu_hours == pytest.approx(4.0 * 0.40, rel=1e-4)  # SM activity 40 %
+    assert nlp.efficiency_pct == pytest.approx(40.0, rel=1e-4)
+    assert nlp.energy_kwh == pytest.approx(2 * 450 * 2 / 1000, rel=1e-4)  # 2 GPUs, 2 h
+    assert vision.gpu_hours == pytest.approx(1.0)
+    assert vision.energy_kwh == pytest.approx(610 / 1000, rel=1e-4)
+    # The day each job ran holds its figures; every other day is empty.
+    columns = response.context["columns"]
+    row = next(r for r in response.context["rows"] if r["group"].name == "nlp")
+    day = timezone.localtime(history["a0"]).strftime("%b %d")
+    assert [c for c, v in zip(columns, row["cells"], strict=True) if v] == [day]
+    assert len(columns) == 30
+    # The chart stacks the same figures per day.
+    chart = response.context["charts"]["trend"]
+    nlp_trace = next(t for t in chart["data"] if t["name"] == "nlp")
+    assert sum(nlp_trace["y"]) == pytest.approx(4.0)
+
+
+def test_energy_by_user_by_week(client_for, history):
+    response = client_for("staff").get(reverse("trends"), {"by": "user", "period": "12w",
+                                                           "metric": "energy_kwh"})
+    assert response.status_code == 200
+    assert {n: round(g.energy_kwh, 3) for n, g in by_name(response).items()} == {
+        "alice": 1.8, "bob": 0.61}
+    assert response.context["totals"]["energy_kwh"] == pytest.approx(2.41, rel=1e-4)
+    assert "kWh" in response.content.decode()
+
+
+def test_per_cluster_and_partition(client_for, history):
+    for by, name in (("cluster", "test"), ("partition", "gpu")):
+        response = client_for("staff").get(reverse("trends"), {"by": by})
+        assert list(by_name(response)) == [name]
+        assert by_name(response)[name].gpu_hours == pytest.approx(5.0)
+
+
+def test_a_researcher_sees_only_her_own_jobs(client_for, history):
+    response = client_for("alice").get(reverse("trends"), {"by": "account"})
+    assert list(by_name(response)) == ["nlp"]
+    assert "Your jobs only" in response.content.decode()
+
+
+def test_bad_parameters_are_named(client_for, history):
+    response = client_for("staff").get(reverse("trends"), {"by": "team", "period": "1y"})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "by must be one of user, account, partition, cluster" in page
+    assert "period must be one of 30d, 12w, 12m" in page
+
+
+def test_buckets_end_with_the_current_one():
+    now = dt.datetime(2026, 3, 4, 15, 0, tzinfo=dt.UTC)  # a Wednesday
+    with timezone.override("UTC"):
+        weeks = bucket_starts("12w", now)
+        months = bucket_starts("12m", now)
+        days = bucket_starts("30d", now)
+    assert weeks[-1] == dt.datetime(2026, 3, 2) and weeks[0] == dt.datetime(2025, 12, 15)
+    assert months[0] == dt.datetime(2025, 4, 1) and months[-1] == dt.datetime(2026, 3, 1)
+    assert days[-1] == dt.datetime(2026, 3, 4) and len(days) == 30
