@@ -258,6 +258,20 @@ def seed(nodes: int, hours: float) -> None:
              generate_series(1, %(n)s * 5) k,
              LATERAL (SELECT ((k * 7919 + extract(epoch FROM b)::bigint / 300 * 104729)
                               %% 1000) / 1000.0 AS r) x""", p)
+    step("the nodes' NIC traffic in their 5-minute rollups (as compaction writes it)", """
+        INSERT INTO telemetry_noderollup5m (node_id, bucket, gpus, nics, nic_bytes_per_s)
+        SELECT k.node_id, r.bucket, 0, count(*),
+               sum(r.rx_bytes_per_s_avg + r.tx_bytes_per_s_avg)
+        FROM telemetry_nicrollup5m r JOIN inventory_nic k ON k.id = r.nic_id
+        GROUP BY 1, 2
+        ON CONFLICT (bucket, node_id) DO UPDATE SET nics = EXCLUDED.nics,
+            nic_bytes_per_s = EXCLUDED.nic_bytes_per_s""", p)
+    step("... and their hourly means", """
+        INSERT INTO telemetry_noderollup1h (node_id, bucket, gpus, nics, nic_bytes_per_s)
+        SELECT node_id, date_trunc('hour', bucket, 'UTC'), 0, max(nics), avg(nic_bytes_per_s)
+        FROM telemetry_noderollup5m WHERE nic_bytes_per_s IS NOT NULL GROUP BY 1, 2
+        ON CONFLICT (bucket, node_id) DO UPDATE SET nics = EXCLUDED.nics,
+            nic_bytes_per_s = EXCLUDED.nic_bytes_per_s""", p)
     step("hourly job rollups", """
         INSERT INTO telemetry_jobrollup1h (job_id, bucket, gpus, samples, gpu_s, util_pct,
             sm_active_pct, busy_pct, power_w, mem_used_max_mib)
@@ -359,6 +373,7 @@ def main() -> None:
         ("cluster history: utilization, 7 d", "/nodes/history/?range=7d", staff),
         ("cluster history: power, 24 h", "/nodes/history/?range=24h&metric=power", staff),
         ("cluster history: network, 24 h", "/nodes/history/?range=24h&metric=nic", staff),
+        ("cluster history: network, 7 d", "/nodes/history/?range=7d&metric=nic", staff),
         ("trends: by account, 12 weeks", "/trends/?by=account&period=12w", staff),
         ("trends: by user, 30 days (researcher)", "/trends/?by=user&period=30d", researcher),
     ]

@@ -30,6 +30,7 @@ from clusterui.telemetry.metrics import (
     NIC_ROLLUP_DUE_TABLE,
     NIC_ROLLUP_TABLES,
     NIC_SAMPLE_TABLE,
+    NODE_ROLLUP_TABLES,
 )
 
 HOUR = dt.timedelta(hours=1)
@@ -59,6 +60,37 @@ GROUP BY 1, 2
 """
 
 
+# The nodes of these (NIC, hour)s: their NICs' summed traffic per 5-minute bucket again from
+# all the node's NIC rollups of those hours, then each hour's mean of those buckets.
+_NODE_5M = f"""
+INSERT INTO {NODE_ROLLUP_TABLES[300]} (node_id, bucket, gpus, nics, nic_bytes_per_s)
+SELECT k.node_id, r.bucket, 0, count(DISTINCT r.nic_id),
+       sum(COALESCE(r.rx_bytes_per_s_avg, 0) + COALESCE(r.tx_bytes_per_s_avg, 0))
+FROM (SELECT DISTINCT n.node_id, u.hour
+      FROM unnest(%(nic)s::int[], %(hour)s::timestamptz[]) AS u(nic_id, hour)
+      JOIN inventory_nic n ON n.id = u.nic_id) t
+JOIN inventory_nic k ON k.node_id = t.node_id
+JOIN {NIC_ROLLUP_TABLES[300]} r ON r.nic_id = k.id AND r.bucket >= t.hour
+ AND r.bucket < t.hour + interval '1 hour' AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
+GROUP BY 1, 2
+ON CONFLICT (bucket, node_id) DO UPDATE SET nics = EXCLUDED.nics,
+    nic_bytes_per_s = EXCLUDED.nic_bytes_per_s
+"""
+_NODE_1H = f"""
+INSERT INTO {NODE_ROLLUP_TABLES[3600]} (node_id, bucket, gpus, nics, nic_bytes_per_s)
+SELECT r.node_id, t.hour, 0, max(r.nics), avg(r.nic_bytes_per_s)
+FROM (SELECT DISTINCT n.node_id, u.hour
+      FROM unnest(%(nic)s::int[], %(hour)s::timestamptz[]) AS u(nic_id, hour)
+      JOIN inventory_nic n ON n.id = u.nic_id) t
+JOIN {NODE_ROLLUP_TABLES[300]} r ON r.node_id = t.node_id AND r.bucket >= t.hour
+ AND r.bucket < t.hour + interval '1 hour' AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
+WHERE r.nic_bytes_per_s IS NOT NULL
+GROUP BY 1, 2
+ON CONFLICT (bucket, node_id) DO UPDATE SET nics = EXCLUDED.nics,
+    nic_bytes_per_s = EXCLUDED.nic_bytes_per_s
+"""
+
+
 def mark_due(cur, pairs) -> None:
     """Mark these (NIC id, hour start as PostgreSQL microseconds since 2000) pairs due, with
     ``cur`` (ingest's psycopg cursor, in its transaction). Sorted: two writers marking the
@@ -82,7 +114,8 @@ def write_hours(pairs: list[tuple[int, dt.datetime]]) -> int:
     lo, hi = min(hours), max(hours) + HOUR
     days = {h.date() for h in hours}
     partitions.forget_known()  # checked in the catalog: a rollback may have removed some
-    partitions.ensure_partitions(days, tables=tuple(NIC_ROLLUP_TABLES.values()))
+    partitions.ensure_partitions(days, tables=(*NIC_ROLLUP_TABLES.values(),
+                                               *NODE_ROLLUP_TABLES.values()))
     params = {"nic": [n for n, _ in pairs], "hour": hours, "lo": lo, "hi": hi,
               "origin": ORIGIN}
     written = 0
@@ -93,6 +126,10 @@ def write_hours(pairs: list[tuple[int, dt.datetime]]) -> int:
                         {**params, "width": dt.timedelta(seconds=width)})
             if width == 60:
                 written = cur.rowcount
+        # The nodes' traffic, for the cluster history (hours start on the hour: the 5-minute
+        # buckets of an hour are all in its day's partition).
+        cur.execute(_NODE_5M, params)
+        cur.execute(_NODE_1H, params)
     return written
 
 

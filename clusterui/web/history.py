@@ -2,10 +2,8 @@
 the range, each cell the node's mean over its GPUs' samples (GPU utilization, SM activity,
 power) or its NICs' summed traffic.
 
-Read from the rollups only, aggregated per node in SQL (one statement): the node rollups
-compaction keeps (hourly for columns of an hour or more, else 5-minute; columns are never
-narrower than 5 minutes), and for network traffic the NIC rollups (5-minute, ranges up to a
-day). The hot samples compaction has not rolled up yet (the
+Read from the node rollups compaction keeps (hourly for columns of an hour or more, else
+5-minute; columns are never narrower than 5 minutes), in one statement. The hot samples compaction has not rolled up yet (the
 hour in progress and ``RAW_HOT_MINUTES`` after it) are not read: at 1,000 nodes they are
 millions of rows, and the page says where its data ends (``rolled_up_to``). The node and
 GPU pages show those minutes.
@@ -15,11 +13,10 @@ import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection
+from django.db import connection, transaction
 
 from clusterui.inventory.models import Node
-from clusterui.telemetry.compaction import horizon
-from clusterui.telemetry.metrics import NIC_ROLLUP_TABLES, NODE_ROLLUP_TABLES
+from clusterui.telemetry.metrics import NODE_ROLLUP_TABLES
 from clusterui.telemetry.series import pick_step
 
 # Columns at most: a week in hours (168), a day in 10-minute buckets (144).
@@ -42,7 +39,7 @@ METRICS = {
     "sm": Metric("SM activity (GPM)", "%", 100.0, "gpu", ("sm_active_pct",)),
     "power": Metric("GPU power", "W", None, "gpu", ("power_w",)),
     "nic": Metric("Network traffic (receive + transmit)", "GB/s", None, "nic",
-                  ("rx_bytes_per_s", "tx_bytes_per_s"), 1e-9),
+                  ("nic_bytes_per_s",), 1e-9),
 }
 
 
@@ -66,35 +63,27 @@ def _table(tables: dict[int, str], step: int) -> str:
 
 
 # Per node and column: the mean over the node's GPUs' samples (the node rollups keep the
-# sums and counts), or the NICs' means summed (each NIC's mean over the column, then the
-# sum over the node's NICs).
-_GPU_SQL = """
-SELECT node_id, floor(extract(epoch FROM bucket - %(first)s) / %(step)s)::int AS col,
-       sum({m}_sum) / NULLIF(sum({m}_n), 0)
-FROM {table}
-WHERE bucket >= %(first)s AND bucket < %(end)s {nodes}
-GROUP BY 1, 2
+# sums and counts), or the mean of its NICs' summed traffic. One row per node, its columns and values as arrays: 1,000 rows
+# to decode rather than 168,000. A column's number is computed in double precision
+# (date_part), not numeric (extract), and a rollup as wide as the column is not regrouped.
+_COL = "floor((date_part('epoch', {bucket}) - %(first)s) / %(step)s)::int"
+_SQL = """
+SELECT node_id, array_agg(col), array_agg(value) FROM (
+    SELECT node_id, {col} AS col, {value} AS value
+    FROM {table}
+    WHERE bucket >= %(start)s AND bucket < %(end)s {nodes}
+    {group}
+) per_column WHERE value IS NOT NULL GROUP BY node_id
 """
-_NIC_SQL = """
-SELECT node_id, col, sum(value) FROM (
-    SELECT k.node_id, r.nic_id,
-           floor(extract(epoch FROM r.bucket - %(first)s) / %(step)s)::int AS col,
-           {value} AS value
-    FROM {table} r JOIN inventory_nic k ON k.id = r.nic_id
-    WHERE r.bucket >= %(first)s AND r.bucket < %(end)s {nodes}
-    GROUP BY 1, 2, 3
-) per_nic GROUP BY 1, 2
-"""
-# The NICs keep 5-minute rollups at most: a week of them for 1,000 nodes is 10 million
-# rows, so their history is offered up to a day.
-NIC_MAX_SPAN = dt.timedelta(days=1, minutes=5)
 
 
-def _nic_value(columns) -> str:
-    parts = [f"sum(r.{c}_avg * COALESCE(r.{c}_n, r.n)) "
-             f"/ NULLIF(sum(COALESCE(r.{c}_n, r.n)) FILTER (WHERE r.{c}_avg IS NOT NULL), 0)"
-             for c in columns]
-    return " + ".join(f"COALESCE({p}, 0)" for p in parts)
+def _rolled_up_to() -> dt.datetime | None:
+    """The end of the newest bucket compaction has rolled up (read backwards on the 5-minute
+    node rollups' primary key, bucket first)."""
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT max(bucket) FROM {NODE_ROLLUP_TABLES[300]}")
+        newest = cur.fetchone()[0]
+    return newest + dt.timedelta(minutes=5) if newest is not None else None
 
 
 def history(metric: str, start: dt.datetime, end: dt.datetime, *, cluster: str = "",
@@ -113,26 +102,33 @@ def history(metric: str, start: dt.datetime, end: dt.datetime, *, cluster: str =
     while t < end:
         ts.append(t)
         t += dt.timedelta(seconds=step)
-    rolled_up_to = horizon(now or end)[0]
+    rolled_up_to = _rolled_up_to() or first
     z = np.full((len(nodes), len(ts)), np.nan)
     if nodes and ts:
-        params = {"first": first, "end": min(end, rolled_up_to), "step": step}
+        params = {"first": first.timestamp(), "start": first,
+                  "end": min(end, rolled_up_to), "step": step}
         where = ""
         if cluster:
             where, params["nodes"] = "AND node_id = ANY(%(nodes)s)", list(row_of)
+        (m,) = info.columns
+        table = _table(NODE_ROLLUP_TABLES, step)
+        regroup = table != NODE_ROLLUP_TABLES.get(step)
         if info.source == "gpu":
-            (column,) = info.columns
-            sql = _GPU_SQL.format(m=column, table=_table(NODE_ROLLUP_TABLES, step),
-                                  nodes=where)
-        else:
-            sql = _NIC_SQL.format(value=_nic_value(info.columns),
-                                  table=_table(NIC_ROLLUP_TABLES, step),
-                                  nodes=where.replace("node_id", "k.node_id"))
-        with connection.cursor() as cur:
+            value = (f"sum({m}_sum) / NULLIF(sum({m}_n), 0)" if regroup
+                     else f"{m}_sum / NULLIF({m}_n, 0)")
+        else:  # the node's NICs' summed traffic: its mean over the column
+            value = f"avg({m})" if regroup else m
+        sql = _SQL.format(col=_COL.format(bucket="bucket"), value=value, table=table,
+                          nodes=where, group="GROUP BY 1, 2" if regroup else "")
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SET LOCAL work_mem = '64MB'")  # the regrouping stays in memory
             cur.execute(sql, params)
-            for node_id, col, value in cur.fetchall():
+            for node_id, cols, values in cur.fetchall():
                 row = row_of.get(node_id)
-                if row is not None and value is not None and 0 <= col < len(ts):
-                    z[row, col] = value * info.scale
+                if row is None:
+                    continue
+                cols = np.asarray(cols)
+                inside = (cols >= 0) & (cols < len(ts))
+                z[row, cols[inside]] = np.asarray(values, dtype=float)[inside] * info.scale
     return History(metric=metric, nodes=nodes, ts=ts, step=step, z=z,
                    rolled_up_to=rolled_up_to)

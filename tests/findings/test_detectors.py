@@ -57,7 +57,7 @@ def test_low_utilization_fires_below_the_threshold_and_names_the_numbers():
     d = low_utilization.detect(w, T)
     assert d.kind == FindingKind.LOW_UTILIZATION
     assert "8 GPUs were active 4 % on average (SM activity (GPM))" in d.explanation
-    assert "NVML utilization was 7 %" in d.explanation
+    assert "GPU utilization (NVML) was 7 %" in d.explanation
     assert "Over the last 60 min" in d.explanation and "7.4 GPU-hours wasted" in d.explanation
     assert d.evidence["activity_mean_pct"] == 4.0 and d.evidence["util_mean_pct"] == 7.0
     assert d.wasted_gpu_hours == 7.4
@@ -93,7 +93,7 @@ def test_low_utilization_is_judged_on_sm_activity_where_known_nvml_otherwise():
     assert low_utilization.detect(window([gpu(util=25.0, sm=None)]), T) is None
     d = low_utilization.detect(window([gpu(util=24.9, sm=None)], wasted=3.0), T)
     assert d is not None and d.severity == Severity.WARNING
-    assert "(NVML utilization (no GPM on these GPUs))" in d.explanation
+    assert "(GPU utilization (NVML): no GPM on these GPUs)" in d.explanation
     assert "misleading" not in d.explanation
 
 
@@ -216,7 +216,7 @@ def test_input_bound_with_saturated_host_cpus_and_a_quiet_network():
     gpus = [gpu(i, util=18.0, sm=13.0, nvlink=traffic(0.0, 0.0)) for i in range(2)]
     d = input_bound.detect(window(gpus, cpu_frac_mean=0.965, cpus_per_node=24), T)
     assert d.kind == FindingKind.INPUT_BOUND
-    assert "busy only 13 % (SM activity; NVML utilization 18 %)" in d.explanation
+    assert "busy only 13 % (SM activity; GPU utilization (NVML) 18 %)" in d.explanation
     assert "used 96 % of the 24 cores allocated" in d.explanation
     assert "num_workers" in d.suggestion
 

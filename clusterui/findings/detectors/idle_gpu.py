@@ -42,7 +42,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     elif all(g.sm_mean is None for g in gpus):
         measure = "utilization"
     else:
-        measure = "activity (SM activity where reported, NVML utilization otherwise)"
+        measure = "activity (SM activity (GPM) where reported, GPU utilization (NVML) otherwise)"
     explanation = (
         f"Over the last {duration(w.span_s)}, {len(idle)} of the job's {plural(n_alloc, 'GPU')} "
         f"averaged {pct(idle_mean)} {measure} ({gpu_list(idle)}) while "

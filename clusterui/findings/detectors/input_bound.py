@@ -44,7 +44,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
         net.append(f"fabric NICs {pct(w.nic.mean)}")
     net_text = f" and the network was quiet ({', '.join(net)} of capacity)" if net else ""
     util = w.util_mean
-    nvml = f"; NVML utilization {pct(util)}" if w.sm_mean is not None and util is not None else ""
+    nvml = f"; GPU utilization (NVML) {pct(util)}" if w.sm_mean is not None and util is not None else ""
     explanation = (
         f"Over the last {duration(w.span_s)} the job's {plural(n, 'GPU')} were busy only "
         f"{pct(busy)} ({w.busy_source}{nvml}) while its processes used {pct(cpu)}{cores}"

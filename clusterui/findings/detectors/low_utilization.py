@@ -47,8 +47,8 @@ def _source(w: JobWindow) -> str:
     if with_sm == len(w.gpus):
         return "SM activity (GPM)"
     if with_sm == 0:
-        return "NVML utilization (no GPM on these GPUs)"
-    return "SM activity where reported, NVML utilization on the GPUs without GPM"
+        return "GPU utilization (NVML): no GPM on these GPUs"
+    return "SM activity (GPM) where reported, GPU utilization (NVML) on the GPUs without GPM"
 
 
 def detect(w: JobWindow, t: Thresholds) -> Decision | None:
@@ -77,7 +77,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
                             "typically a stream of tiny kernels, kernel-launch overhead or "
                             "synchronisation.")
     elif sm is not None and util is not None:
-        explanation += f" NVML utilization was {pct(util)}."
+        explanation += f" GPU utilization (NVML) was {pct(util)}."
     explanation += (
         f" Since it started it has used {w.gpu_hours_used:.1f} of its "
         f"{w.gpu_hours_allocated:.1f} allocated GPU-hours: {waste:.1f} GPU-hours wasted."

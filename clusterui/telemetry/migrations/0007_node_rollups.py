@@ -1,6 +1,8 @@
 """Node rollups: per node and bucket (5 minutes, 1 hour), the sums and sample counts of its
 GPUs' utilization, SM activity and power, written by compaction from the GPU rollups of the
-same hours (``packed.write_hours``). The cluster history heatmap reads them: 1,000 nodes x
+same hours (``packed.write_hours``), and its NICs' summed traffic (receive + transmit, the
+sum of each NIC's mean), from the NIC rollups (``nicrollup.write_hours``; the hourly value
+is the mean of the hour's 5-minute ones). The cluster history heatmap reads them: 1,000 nodes x
 a week is 168,000 narrow rows here against 1.3 million wide GPU rollup rows.
 
 Partitioned like the GPU rollups they come from (5-minute by day, hourly by month); the
@@ -20,10 +22,12 @@ CREATE TABLE telemetry_noderollup{suffix} (
     node_id integer NOT NULL,
     gpus integer NOT NULL,
     {cols},
-    CONSTRAINT telemetry_noderollup{suffix}_pkey PRIMARY KEY (node_id, bucket)
+    nics integer,
+    nic_bytes_per_s double precision,
+    CONSTRAINT telemetry_noderollup{suffix}_pkey PRIMARY KEY (bucket, node_id)
 ) PARTITION BY RANGE (bucket);
 COMMENT ON INDEX telemetry_noderollup{suffix}_pkey IS
-    'compaction upserts a node''s buckets; the history reads every node over a range';
+    'the history reads every node over a range, and the newest bucket rolled up; compaction upserts a node''s buckets';
 """
 
 
@@ -59,6 +63,57 @@ def backfill(apps, schema_editor):
                     """)
 
 
+def backfill_nics(apps, schema_editor):
+    """The NIC rollups already stored, summed per node into the 5-minute node rollups, and
+    the hours' means into the hourly ones."""
+    with schema_editor.connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i
+            JOIN pg_class c ON c.oid = i.inhrelid
+            JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'telemetry_nicrollup5m'
+            """)
+        for name, bound in cur.fetchall():
+            part = "telemetry_noderollup5m" + name[len("telemetry_nicrollup5m"):]
+            cur.execute(f'CREATE TABLE IF NOT EXISTS "{part}" '
+                        f"PARTITION OF telemetry_noderollup5m {bound}")
+            cur.execute(
+                f"""
+                INSERT INTO telemetry_noderollup5m (node_id, bucket, gpus, nics,
+                                                    nic_bytes_per_s)
+                SELECT k.node_id, r.bucket, 0, count(DISTINCT r.nic_id),
+                       sum(COALESCE(r.rx_bytes_per_s_avg, 0) + COALESCE(r.tx_bytes_per_s_avg, 0))
+                FROM "{name}" r JOIN inventory_nic k ON k.id = r.nic_id
+                GROUP BY 1, 2
+                ON CONFLICT (bucket, node_id) DO UPDATE SET nics = EXCLUDED.nics,
+                    nic_bytes_per_s = EXCLUDED.nic_bytes_per_s
+                """)
+        cur.execute(
+            """
+            SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i
+            JOIN pg_class c ON c.oid = i.inhrelid
+            JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'telemetry_noderollup5m'
+            """)
+        for _name, bound in cur.fetchall():
+            lo, hi = (part.split("'")[1] for part in bound.split(" TO "))
+            month = lo[:7].replace("-", "")
+            cur.execute(f'CREATE TABLE IF NOT EXISTS "telemetry_noderollup1h_p{month}" '
+                        f"PARTITION OF telemetry_noderollup1h FOR VALUES FROM "
+                        f"('{lo[:7]}-01 00:00:00+00') TO "
+                        f"(('{lo[:7]}-01 00:00:00+00'::timestamptz + interval '1 month'))")
+            cur.execute(
+                """
+                INSERT INTO telemetry_noderollup1h (node_id, bucket, gpus, nics, nic_bytes_per_s)
+                SELECT node_id, date_trunc('hour', bucket, 'UTC'), 0, max(nics),
+                       avg(nic_bytes_per_s)
+                FROM telemetry_noderollup5m
+                WHERE bucket >= %s AND bucket < %s AND nic_bytes_per_s IS NOT NULL
+                GROUP BY 1, 2
+                ON CONFLICT (bucket, node_id) DO UPDATE SET nics = EXCLUDED.nics,
+                    nic_bytes_per_s = EXCLUDED.nic_bytes_per_s
+                """, [lo, hi])
+
+
 DROP = """
 DROP TABLE IF EXISTS telemetry_noderollup5m;
 DROP TABLE IF EXISTS telemetry_noderollup1h;
@@ -71,4 +126,5 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RunSQL(_table("5m") + _table("1h"), DROP),
         migrations.RunPython(backfill, migrations.RunPython.noop),
+        migrations.RunPython(backfill_nics, migrations.RunPython.noop),
     ]

@@ -30,10 +30,6 @@ def node_history(request):
     if metric not in data.METRICS:
         errors.append(f"metric must be one of {', '.join(data.METRICS)} (got {metric!r})")
         metric = "util"
-    if data.METRICS[metric].source == "nic" and tr.span > data.NIC_MAX_SPAN:
-        errors.append("network traffic history covers at most a day (the NICs keep "
-                      "5-minute rollups): pick 24 h or a shorter custom range")
-        metric = "util"
     clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
     cluster = request.GET.get("cluster", "")
     if cluster and cluster not in clusters:
@@ -44,7 +40,6 @@ def node_history(request):
         "metric": metric,
         "metrics": {k: m.label for k, m in data.METRICS.items()},
         "info": result.info,
-        "nic_too_long": tr.span > data.NIC_MAX_SPAN,
         "clusters": clusters,
         "cluster": cluster,
         "nodes": len(result.nodes),
@@ -55,8 +50,6 @@ def node_history(request):
         "node_url": reverse("node-detail", args=[0]),
         "charts": charts(history=history_heatmap(result)),
         # An hour is not rolled up before it ends: "1 h" would show nothing.
-        # Network traffic covers at most a day: its picker offers no week.
-        **range_context(request, tr, range_error,
-                        presets=PRESETS if result.info.source == "gpu" else PRESETS[:2]),
+        **range_context(request, tr, range_error, presets=PRESETS),
     }
     return render(request, "web/node_history.html", context, status=400 if errors else 200)
