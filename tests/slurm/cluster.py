@@ -121,6 +121,7 @@ InactiveLimit=0
 KillWait=2
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} Gres=gpu:2 State=UNKNOWN
 PartitionName=gpu Nodes={self.node} Default=YES MaxTime=10 State=UP
+PartitionName=nolimit Nodes={self.node} MaxTime=UNLIMITED State=UP
 """)
         self.path("etc", "gres.conf").write_text(
             f"NodeName={self.node} Name=gpu File={self.path('dev')}/nvidia[4-5]\n"
@@ -151,7 +152,8 @@ PartitionName=gpu Nodes={self.node} Default=YES MaxTime=10 State=UP
                                   capture_output=True, text=True, timeout=3, check=False)  # fmt: skip
         except subprocess.TimeoutExpired:
             return False  # slurmctld not answering yet
-        return done.returncode == 0 and done.stdout.strip() == "idle"
+        states = set(done.stdout.split())  # one line per partition the node is in
+        return done.returncode == 0 and states == {"idle"}
 
     def _wait(self, ready, what: str) -> None:
         deadline = time.monotonic() + STARTUP_S
@@ -176,7 +178,9 @@ PartitionName=gpu Nodes={self.node} Default=YES MaxTime=10 State=UP
             # Jobs first, while slurmctld and slurmd can still end them and run epilogs:
             # a slurmstepd outlives its slurmd otherwise.
             try:
-                self.cmd("scancel", "--full", "--partition=gpu", timeout=5, check=False)
+                for partition in ("gpu", "nolimit"):
+                    self.cmd("scancel", "--full", f"--partition={partition}", timeout=5,
+                             check=False)  # fmt: skip
                 deadline = time.monotonic() + 15
                 while (self.cmd("squeue", "-h", timeout=5, check=False).strip()
                        and time.monotonic() < deadline):  # fmt: skip
