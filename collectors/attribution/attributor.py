@@ -20,9 +20,9 @@ from collectors.attribution.usage import cpu_count, cpu_seconds, memory_bytes
 from collectors.rates import CounterRates
 
 _LEADING_INT = re.compile(r"^\s*(\d+)")
-# How many samples in a row an ended Slurm job's exit state is asked for while slurmctld
-# still says COMPLETING (its epilogs running): the first at the sample that saw it end.
-END_QUERIES = 3
+# How long after the sample that saw a Slurm job end its exit state is asked for again, at
+# each sample, while slurmctld still says COMPLETING (its epilogs still running).
+END_WAIT_S = 60.0
 
 
 @dataclass
@@ -87,7 +87,7 @@ class JobAttributor:
         self.scontrol = scontrol if scontrol is not None else Scontrol()
         self.slurm_gpus = slurm_gpus if slurm_gpus is not None else SlurmGpuIndex()
         self.active: dict[tuple[str, str], Job] = {}
-        self._closing: dict[tuple[str, str], tuple[Job, int]] = {}  # job -> (job, tries left)
+        self._closing: dict[tuple[str, str], tuple[Job, float]] = {}  # job -> (job, ask until)
         self._cpu = CounterRates()
 
     def attribute(
@@ -128,21 +128,20 @@ class JobAttributor:
                 self._cpu.forget(key)
                 self.scontrol.forget(job.ref.id)
                 if job.ref.scheduler == "slurm":
-                    self._closing[key] = (job, END_QUERIES)
+                    self._closing[key] = (job, ts + END_WAIT_S)
                 ended.append(job)
-        for job in self._ask_exit_states():
+        for job in self._ask_exit_states(ts):
             if not any(j is job for j in ended):
                 ended.append(job)
         return owners, ended
 
-    def _ask_exit_states(self) -> list[Job]:
+    def _ask_exit_states(self, ts: float) -> list[Job]:
         """The ended jobs whose exit state scontrol gave now; the others are asked again
-        at the next sample while tries are left (a job Slurm no longer knows is not)."""
+        at the next sample until END_WAIT_S has passed (a job Slurm no longer knows is not)."""
         learned = []
-        for key, (job, tries) in list(self._closing.items()):
+        for key, (job, until) in list(self._closing.items()):
             facts = self.scontrol.at_end(job.ref.id)
-            if facts is None and tries > 1:
-                self._closing[key] = (job, tries - 1)
+            if facts is None and ts < until:
                 continue
             del self._closing[key]
             if facts:

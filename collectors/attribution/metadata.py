@@ -124,7 +124,7 @@ def parse_scontrol_json(text: str) -> dict[str, str]:
     # minutes, job_state a list (23.11+) or a string, exit_code {return_code, signal.id}.
     limit = _number(job.get("time_limit"))
     if limit:
-        out["time_limit_s"] = str(int(limit) * 60)
+        _set_limit(out, int(limit) * 60)
     submit = _number(job.get("submit_time"))
     if submit:
         out["submit_time"] = str(submit)
@@ -176,14 +176,24 @@ def parse_scontrol_text(text: str) -> dict[str, str]:
     limit = _TIME_LIMIT.fullmatch(pairs.get("TimeLimit", ""))  # "UNLIMITED": no limit
     if limit:
         days, hours, minutes, seconds = (int(g or 0) for g in limit.groups())
-        if days or hours or minutes or seconds:
-            out["time_limit_s"] = str(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+        _set_limit(out, ((days * 24 + hours) * 60 + minutes) * 60 + seconds)
     if pairs.get("JobState", "") not in _TEXT_UNSET:
         out["state"] = pairs["JobState"]
     code = re.fullmatch(r"(\d+):(\d+)", pairs.get("ExitCode", ""))
     if code:
         out["exit_code"], out["exit_signal"] = code.groups()
     return out
+
+
+# The backfill scheduler gives a job without a limit in a partition without one a year
+# (backfill.c: YEAR_MINUTES), which scontrol then shows (tests/data/scontrol-22.05): that is
+# no request, and no limit is sent.
+BACKFILL_NO_LIMIT_S = 365 * 86400
+
+
+def _set_limit(out: dict[str, str], seconds: int) -> None:
+    if 0 < seconds != BACKFILL_NO_LIMIT_S:
+        out["time_limit_s"] = str(seconds)
 
 
 # TimeLimit as scontrol prints it: [days-]hours:minutes:seconds.

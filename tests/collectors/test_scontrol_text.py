@@ -27,6 +27,7 @@ def test_a_running_job_gives_its_walltime_submit_time_and_queue_wait():
     ("days.txt", ((24 + 2) * 60 + 4) * 60),  # TimeLimit=1-02:04:00
     ("timeout.txt", 60),  # TimeLimit=00:01:00
     ("unlimited.txt", None),  # TimeLimit=UNLIMITED: no limit, nothing invented
+    ("backfill-unlimited.txt", None),  # 365-00:00:00: backfill's stand-in for no limit
 ])  # fmt: skip
 def test_time_limit_forms(name, seconds):
     assert parsed(name).get("time_limit_s") == (None if seconds is None else str(seconds))
