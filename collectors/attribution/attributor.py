@@ -39,7 +39,7 @@ class Job:
 
     def as_dict(self, gpus: list[int]) -> dict:
         user = self.meta.get("user") or user_of_uid(self.uid)
-        return {
+        out = {
             "id": self.ref.id,
             "scheduler": self.ref.scheduler,
             "user": user,
@@ -50,12 +50,17 @@ class Job:
             "ended_at": self.ended_at,
             "gpus": gpus,
             "cpus": _int(self.meta.get("cpus")) or cpu_count(self.cgroup_dirs),
+        }
+        # The scheduler facts (scontrol's), only those known: absent is "not reported".
+        facts = {
             "submitted_at": _float(self.meta.get("submit_time")),
             "time_limit_s": _int(self.meta.get("time_limit_s")) or None,
             "exit_state": self.meta.get("exit_state"),
             "exit_code": _int(self.meta.get("exit_code")),
             "exit_signal": _int(self.meta.get("exit_signal")),
         }
+        out.update((k, v) for k, v in facts.items() if v is not None)
+        return out
 
 
 def _float(text: str | None) -> float | None:

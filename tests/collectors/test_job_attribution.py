@@ -109,11 +109,11 @@ def test_job_from_process_with_environment_and_v2_usage(roots):
     owners, ended = att.attribute(10.0, [(0, UUID0, [4242]), (1, UUID1, [])])
     job = owners[UUID0]
     assert owners[UUID1] is None and ended == []
+    # No scheduler facts (no scontrol here): absent, which is "not reported".
     assert job.as_dict([0]) == {
         "id": "812345", "scheduler": "slurm", "user": "alice", "name": "llama-ft",
         "account": "nlp", "partition": "gpu", "started_at": None, "ended_at": None,
-        "gpus": [0], "cpus": 16, "submitted_at": None, "time_limit_s": None,
-        "exit_state": None, "exit_code": None, "exit_signal": None,
+        "gpus": [0], "cpus": 16,
     }  # fmt: skip
     assert att.usage(10.0) == [("812345", None, 182000000000)]
     write(os.path.join(jdir, "cpu.stat"), "usage_usec 117000000\n")
