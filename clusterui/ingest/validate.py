@@ -449,6 +449,11 @@ def _scheduler_facts(batch: Batch, entry: dict, clean: dict, where: str) -> None
                      f"{where}: {_show(state, 40)}")
     elif state is not None:
         clean["exit_state"] = state
+    if clean.get("ended_at") is None:  # a job that has not ended has not exited
+        for key in ("exit_state", "exit_code", "exit_signal"):
+            if clean[key] not in (None, ""):
+                batch.reject(f"jobs: {key} given for a job without ended_at", where)
+                clean[key] = "" if key == "exit_state" else None
 
 
 _NONE = type(None)

@@ -28,8 +28,8 @@ def test_good_facts_pass_as_they_are():
     assert batch.rejected_total == 0
     job = batch.jobs["4242"]
     assert {k: job[k] for k in FACTS} == {**FACTS, "exit_state": ""}
-    ended = validate_batch(batch_with(exit_state="timeout", exit_code=0, exit_signal=15),
-                           now=NOW).jobs["4242"]
+    ended = validate_batch(batch_with(exit_state="timeout", exit_code=0, exit_signal=15,
+                                      ended_at=NOW), now=NOW).jobs["4242"]
     assert (ended["exit_state"], ended["exit_code"], ended["exit_signal"]) == ("timeout", 0, 15)
 
 
@@ -45,7 +45,7 @@ def test_good_facts_pass_as_they_are():
                                   "boot_fail, deadline"),
 ])  # fmt: skip
 def test_a_bad_fact_is_refused_alone_and_the_job_kept(facts, reason):
-    batch = validate_batch(batch_with(**FACTS | facts), now=NOW)
+    batch = validate_batch(batch_with(**FACTS | facts, ended_at=NOW), now=NOW)
     assert dict(batch.rejected) == {reason: 1}
     job = batch.jobs["4242"]  # the job, its samples and its other facts land
     assert job[next(iter(facts))] in (None, "")
@@ -53,6 +53,14 @@ def test_a_bad_fact_is_refused_alone_and_the_job_kept(facts, reason):
     others = {k: v for k, v in FACTS.items() if k not in facts}
     assert {k: job[k] for k in others} == {k: (v if v is not None or k != "exit_state" else "")
                                            for k, v in others.items()}
+
+
+def test_a_running_job_has_no_exit_state():
+    batch = validate_batch(batch_with(exit_state="completed", exit_code=0), now=NOW)
+    assert dict(batch.rejected) == {"jobs: exit_state given for a job without ended_at": 1,
+                                    "jobs: exit_code given for a job without ended_at": 1}
+    job = batch.jobs["4242"]
+    assert (job["exit_state"], job["exit_code"], job["user"]) == ("", None, "alice")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -79,3 +87,21 @@ def test_facts_are_stored_then_filled_in_and_kept(clean_samples):
     ingest_envelope(again)
     job.refresh_from_db()
     assert (job.exit_state, job.exit_code, job.time_limit_s) == ("failed", 3, 7200)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_running_again_past_its_end_loses_the_exit_of_that_end(clean_samples):
+    """Reported ended (failed) and then running with data after that end (a requeued job
+    on the same id): the exit facts went with the end."""
+    start = time.time() - 600
+    ended = node_batch("gpu-t001", seq=1, samples=3, start=start, gpus=2)
+    ended["jobs"][0].update(ended_at=start + 20, exit_state="node_fail", exit_code=0,
+                            exit_signal=9, time_limit_s=3600)  # fmt: skip
+    ingest_envelope(ended)
+    job = Job.objects.get(external_id="4242")
+    assert (job.state, job.exit_state, job.exit_signal) == ("ended", "node_fail", 9)
+    ingest_envelope(node_batch("gpu-t001", seq=2, samples=3, start=start + 300, gpus=2))
+    job.refresh_from_db()
+    assert (job.state, job.exit_state, job.exit_code, job.exit_signal) == ("running", "", None,
+                                                                          None)
+    assert job.time_limit_s == 3600  # not a fact of the end
