@@ -25,6 +25,7 @@ GPU_MAJOR = 195  # the NVIDIA character-device major number, for realism only
 # /dev/nvidia4 and 5: minor numbers that are not Slurm's indexes (0 and 1), as on a node
 # whose device files do not start at 0 or are not in PCI bus order.
 GPU_MINORS = (4, 5)
+EPILOG_HOLD_S = 3
 
 
 def free_port() -> int:
@@ -84,6 +85,13 @@ class SlurmCluster:
         env_dump = self.path("etc", "prolog.d", "00-record-env.sh")
         env_dump.write_text(f'#!/bin/sh\nenv > {self.path("prolog-env")}/"$SLURM_JOB_ID"\n')
         os.chmod(env_dump, 0o755)
+        # A site's slower epilog after ours (a glob runs in reverse alphabetical order):
+        # while the file hold-epilog exists it takes EPILOG_HOLD_S, and slurmctld says
+        # COMPLETING that long after the mapping files are gone.
+        hold = self.path("etc", "epilog.d", "00-hold.sh")
+        hold.write_text(f'#!/bin/sh\n[ -e {self.path("hold-epilog")} ] && sleep {EPILOG_HOLD_S}\n'
+                        "exit 0\n")  # fmt: skip
+        os.chmod(hold, 0o755)
         ctld_port, slurmd_port = free_port(), free_port()
         self.conf.write_text(f"""\
 ClusterName=cuitest

@@ -232,20 +232,30 @@ def test_walltime_queue_wait_and_exit_state_end_to_end(slurm, tmp_path, clean_sa
     job = slurm.sbatch("-J", "walltime", "--time=4:00", "--gres=gpu:1", "--wrap",
                        "sleep 4; exit 3")  # fmt: skip
     slurm.wait_files(["0"])
-    first, ends = follow_to_the_end(slurm, tmp_path, job)
+    hold = slurm.path("hold-epilog")
+    hold.touch()  # a slow site epilog after ours: COMPLETING for 3 s once the files go
+    try:
+        first, ends = follow_to_the_end(slurm, tmp_path, job)
+    finally:
+        hold.unlink()
     assert first["id"] == job and first["time_limit_s"] == 240
     assert "exit_state" not in first  # a running job's ExitCode=0:0 is no exit
     assert 0 <= first["started_at"] - first["submitted_at"] < 30
-    assert ends[0]["ended_at"] is not None
+    # Sent ended at once, without a state (Slurm said COMPLETING), then again with it.
+    assert len(ends) == 2 and ends[0]["ended_at"] == ends[1]["ended_at"]
+    assert "exit_state" not in ends[0]
     last = ends[-1]
     assert (last["exit_state"], last["exit_code"], last["exit_signal"]) == ("failed", 3, 0)
 
     start = time.time() - 30
     running = node_batch("gpu-slurm", seq=1, samples=3, start=start, gpus=1, job=job)
     running["jobs"] = [first]
-    ended = node_batch("gpu-slurm", seq=2, samples=1, start=start + 30, gpus=1, job=None)
-    ended["jobs"] = ends
-    for envelope in (running, ended):
+    envelopes = [running]
+    for seq, report in enumerate(ends, start=2):  # the state learned a batch later
+        envelopes.append(node_batch("gpu-slurm", seq=seq, samples=1, start=start + 30, gpus=1,
+                                    job=None))  # fmt: skip
+        envelopes[-1]["jobs"] = [report]
+    for envelope in envelopes:
         result = ingest_envelope(envelope)
         assert result is not None and result.rejected == 0
     stored = Job.objects.get(external_id=job)
