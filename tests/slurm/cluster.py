@@ -92,6 +92,10 @@ class SlurmCluster:
         hold.write_text(f'#!/bin/sh\n[ -e {self.path("hold-epilog")} ] && sleep {EPILOG_HOLD_S}\n'
                         "exit 0\n")  # fmt: skip
         os.chmod(hold, 0o755)
+        # MinJobAge counts from a job's end ("since completion", slurmctld.h), not from its
+        # epilogs' end: at 2 s, a job held COMPLETING 3 s can be purged as soon as it
+        # completes, and the collector's end query once in six runs never saw its final
+        # state. 30 s (Slurm's default is 300) is still quick to clear.
         ctld_port, slurmd_port = free_port(), free_port()
         self.conf.write_text(f"""\
 ClusterName=cuitest
@@ -124,7 +128,7 @@ GresTypes=gpu
 PrologFlags=Alloc
 Prolog={self.path("etc", "prolog.d")}/*
 Epilog={self.path("etc", "epilog.d")}/*
-MinJobAge=2
+MinJobAge=30
 InactiveLimit=0
 KillWait=2
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} Gres=gpu:2 State=UNKNOWN
