@@ -18,7 +18,7 @@ import orjson
 from django.conf import settings
 
 from clusterui.inventory.choices import NicKind
-from clusterui.jobs.choices import Scheduler
+from clusterui.jobs.choices import ExitState, Scheduler
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
 
 SCHEMA_VERSION = 1
@@ -417,6 +417,7 @@ def _jobs(batch: Batch, value) -> None:
         clean["cpus"], err = _optional_number(entry.get("cpus"), 0, 1 << 24, integer=True)
         if err:
             batch.reject(f"jobs: cpus {err}", where)
+        _scheduler_facts(batch, entry, clean, where)
         gpus = entry.get("gpus") or []
         clean["gpus"] = []
         if not isinstance(gpus, list):
@@ -429,6 +430,30 @@ def _jobs(batch: Batch, value) -> None:
             else:
                 clean["gpus"].append(index)
         batch.jobs[job_id] = clean
+
+
+# The scheduler facts of a job (docs/protocol.md): each optional, each refused on its own.
+_FACTS = (("submitted_at", MIN_TS, 1e11), ("time_limit_s", 1, INT4_MAX),
+          ("exit_code", 0, 255), ("exit_signal", 0, 127))  # fmt: skip
+
+
+def _scheduler_facts(batch: Batch, entry: dict, clean: dict, where: str) -> None:
+    for key, lo, hi in _FACTS:
+        clean[key], err = _optional_number(entry.get(key), lo, hi, integer=key != "submitted_at")
+        if err:
+            batch.reject(f"jobs: {key} {err}", f"{where}: {_show(entry.get(key), 40)}")
+    state = entry.get("exit_state")
+    clean["exit_state"] = ""
+    if state is not None and state not in ExitState.values:
+        batch.reject(f"jobs: exit_state must be null or one of {', '.join(ExitState.values)}",
+                     f"{where}: {_show(state, 40)}")
+    elif state is not None:
+        clean["exit_state"] = state
+    if clean.get("ended_at") is None:  # a job that has not ended has not exited
+        for key in ("exit_state", "exit_code", "exit_signal"):
+            if clean[key] not in (None, ""):
+                batch.reject(f"jobs: {key} given for a job without ended_at", where)
+                clean[key] = "" if key == "exit_state" else None
 
 
 _NONE = type(None)

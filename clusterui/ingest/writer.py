@@ -753,13 +753,17 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict
         """
         INSERT INTO jobs_job (cluster_id, scheduler, external_id, "user", name, account,
                               partition, state, started_at, ended_at, cpus, first_seen,
-                              last_seen, origin_node_id)
+                              last_seen, origin_node_id, submitted_at, time_limit_s,
+                              exit_state, exit_code, exit_signal)
         SELECT %s, u.sched, u.ext, u.usr, u.name, u.acct, u.part,
                CASE WHEN u.ended IS NULL THEN 'running' ELSE 'ended' END,
-               u.started, u.ended, u.cpus, u.seen, u.seen, %s
+               u.started, u.ended, u.cpus, u.seen, u.seen, %s, u.submitted, u.time_limit,
+               u.exit_state, u.exit_code, u.exit_signal
         FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                    %s::timestamptz[], %s::timestamptz[], %s::int[], %s::timestamptz[])
-             AS u(sched, ext, usr, name, acct, part, started, ended, cpus, seen)
+                    %s::timestamptz[], %s::timestamptz[], %s::int[], %s::timestamptz[],
+                    %s::timestamptz[], %s::int[], %s::text[], %s::int2[], %s::int2[])
+             AS u(sched, ext, usr, name, acct, part, started, ended, cpus, seen, submitted,
+                  time_limit, exit_state, exit_code, exit_signal)
         ON CONFLICT ON CONSTRAINT job_identity_uniq DO UPDATE SET
             "user" = CASE WHEN jobs_job."user" = '' OR jobs_job.origin_node_id = EXCLUDED.origin_node_id
                           THEN COALESCE(NULLIF(EXCLUDED."user", ''), jobs_job."user")
@@ -785,6 +789,19 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict
                          WHEN COALESCE(EXCLUDED.ended_at, jobs_job.ended_at) IS NULL
                          THEN jobs_job.state ELSE 'ended' END,
             cpus = COALESCE(EXCLUDED.cpus, jobs_job.cpus),
+            submitted_at = COALESCE(EXCLUDED.submitted_at, jobs_job.submitted_at),
+            time_limit_s = COALESCE(EXCLUDED.time_limit_s, jobs_job.time_limit_s),
+            -- How it ended: a report of the end fills it in; one of the job running again
+            -- (as for ended_at above) clears it with the end it belonged to.
+            exit_state = CASE WHEN EXCLUDED.ended_at IS NULL
+                              AND EXCLUDED.last_seen > jobs_job.ended_at THEN ''
+                              ELSE COALESCE(NULLIF(EXCLUDED.exit_state, ''), jobs_job.exit_state) END,
+            exit_code = CASE WHEN EXCLUDED.ended_at IS NULL
+                             AND EXCLUDED.last_seen > jobs_job.ended_at THEN NULL
+                             ELSE COALESCE(EXCLUDED.exit_code, jobs_job.exit_code) END,
+            exit_signal = CASE WHEN EXCLUDED.ended_at IS NULL
+                               AND EXCLUDED.last_seen > jobs_job.ended_at THEN NULL
+                               ELSE COALESCE(EXCLUDED.exit_signal, jobs_job.exit_signal) END,
             last_seen = GREATEST(jobs_job.last_seen, EXCLUDED.last_seen)
         RETURNING external_id, id, "user", account, name
         """,
@@ -795,6 +812,9 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict
             [j["partition"] for j in jobs], [_dt(j["started_at"]) for j in jobs],
             [_dt(j["ended_at"]) for j in jobs], [j["cpus"] for j in jobs],
             [_dt(newest[j["id"]]) if j["id"] in newest else seen_at for j in jobs],
+            [_dt(j.get("submitted_at")) for j in jobs], [j.get("time_limit_s") for j in jobs],
+            [j.get("exit_state") or "" for j in jobs], [j.get("exit_code") for j in jobs],
+            [j.get("exit_signal") for j in jobs],
         ),
     )
     stored = {ext: (job_id, dict(zip(_OWNER_FIELDS, values, strict=True)))

@@ -3,7 +3,7 @@
 from django.db import models
 from django.db.models import F, Q
 
-from clusterui.jobs.choices import JobState, Scheduler
+from clusterui.jobs.choices import ExitState, JobState, Scheduler
 
 
 class JobQuerySet(models.QuerySet):
@@ -36,6 +36,15 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True)
     ended_at = models.DateTimeField(null=True)
     cpus = models.IntegerField(null=True, help_text="CPUs allocated (all nodes)")
+    # Scheduler facts, as the collector got them from the scheduler (docs/protocol.md):
+    # for Slurm, scontrol when it first saw the job (walltime, submit time) and when it saw
+    # it end (exit state, code, signal). Null or empty: not reported.
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    time_limit_s = models.IntegerField(null=True, blank=True,
+                                       help_text="Requested walltime in seconds (null: none)")
+    exit_state = models.CharField(max_length=16, choices=ExitState.choices, blank=True)
+    exit_code = models.SmallIntegerField(null=True, blank=True)
+    exit_signal = models.SmallIntegerField(null=True, blank=True)
     first_seen = models.DateTimeField()
     # Data time: the job's newest sample. Its inferred end when no collector reports it.
     last_seen = models.DateTimeField()
@@ -85,6 +94,14 @@ class Job(models.Model):
 
     def __str__(self):
         return f"{self.scheduler}:{self.external_id}"
+
+    @property
+    def queue_wait(self):
+        """Submit to start (a timedelta) where both are known and in that order, else None."""
+        if self.submitted_at is None or self.started_at is None:
+            return None
+        wait = self.started_at - self.submitted_at
+        return wait if wait.total_seconds() >= 0 else None
 
 
 class JobGpu(models.Model):

@@ -11,7 +11,7 @@ from clusterui.inventory.models import Nic
 from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import JobGpu
 from clusterui.telemetry.series import gpu_series, job_host_series, nic_series, pick_step
-from clusterui.web import derived, timerange
+from clusterui.web import derived, scheduler_facts, timerange
 from clusterui.web.figures import timeseries as ts_figs
 from clusterui.web.figures.common import points_per_series
 
@@ -31,6 +31,7 @@ class JobView:
     whole: bool = True
     figures: dict = field(default_factory=dict)
     step: int | None = None
+    scheduler: list = field(default_factory=list)  # scheduler_facts.Fact
 
     @property
     def gpu_count(self) -> int:
@@ -100,6 +101,8 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
         pass
     data_from = min(firsts, default=None)
     view.range, view.range_error, view.whole = job_range(job, params, now, data_from)
+    began, until, running = job_bounds(job, now)
+    view.scheduler = scheduler_facts.facts(job, until - began, running)
     gpus = [a.gpu for a in view.allocations]
     if not gpus:
         return view

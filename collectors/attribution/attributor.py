@@ -20,6 +20,9 @@ from collectors.attribution.usage import cpu_count, cpu_seconds, memory_bytes
 from collectors.rates import CounterRates
 
 _LEADING_INT = re.compile(r"^\s*(\d+)")
+# How long after the sample that saw a Slurm job end its exit state is asked for again, at
+# each sample, while slurmctld still says COMPLETING (its epilogs still running).
+END_WAIT_S = 60.0
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Job:
 
     def as_dict(self, gpus: list[int]) -> dict:
         user = self.meta.get("user") or user_of_uid(self.uid)
-        return {
+        out = {
             "id": self.ref.id,
             "scheduler": self.ref.scheduler,
             "user": user,
@@ -48,6 +51,16 @@ class Job:
             "gpus": gpus,
             "cpus": _int(self.meta.get("cpus")) or cpu_count(self.cgroup_dirs),
         }
+        # The scheduler facts (scontrol's), only those known: absent is "not reported".
+        facts = {
+            "submitted_at": _float(self.meta.get("submit_time")),
+            "time_limit_s": _int(self.meta.get("time_limit_s")) or None,
+            "exit_state": self.meta.get("exit_state"),
+            "exit_code": _int(self.meta.get("exit_code")),
+            "exit_signal": _int(self.meta.get("exit_signal")),
+        }
+        out.update((k, v) for k, v in facts.items() if v is not None)
+        return out
 
 
 def _float(text: str | None) -> float | None:
@@ -79,6 +92,7 @@ class JobAttributor:
         self.scontrol = scontrol if scontrol is not None else Scontrol()
         self.slurm_gpus = slurm_gpus if slurm_gpus is not None else SlurmGpuIndex()
         self.active: dict[tuple[str, str], Job] = {}
+        self._closing: dict[tuple[str, str], tuple[Job, float]] = {}  # job -> (job, ask until)
         self._cpu = CounterRates()
 
     def attribute(
@@ -88,6 +102,9 @@ class JobAttributor:
         minors: dict[str, int | None] | None = None,
     ) -> tuple[dict[str, Job | None], list[Job]]:
         """({gpu uuid: job or None}, jobs that ended since the last call).
+
+        An ended Slurm job whose exit state scontrol did not give yet (still completing)
+        is returned once more, with it, by the call that learns it.
 
         ``gpus`` is [(NVML index, uuid, host pids running on it)]; ``minors`` {uuid: NVML
         minor number}, which ties a GPU to Slurm's index of it (see slurm_gpus).
@@ -106,6 +123,8 @@ class JobAttributor:
             if job is not None:
                 job = seen.setdefault(job.key, self._remember(job, mapping.get(index), pids))
             owners[uuid] = job
+        for key in seen:  # back (a mapping file rewritten): not ended after all
+            self._closing.pop(key, None)
         ended = []
         for key in list(self.active):
             if key not in seen:
@@ -113,8 +132,27 @@ class JobAttributor:
                 job.ended_at = ts
                 self._cpu.forget(key)
                 self.scontrol.forget(job.ref.id)
+                if job.ref.scheduler == "slurm":
+                    self._closing[key] = (job, ts + END_WAIT_S)
+                ended.append(job)
+        for job in self._ask_exit_states(ts):
+            if not any(j is job for j in ended):
                 ended.append(job)
         return owners, ended
+
+    def _ask_exit_states(self, ts: float) -> list[Job]:
+        """The ended jobs whose exit state scontrol gave now; the others are asked again
+        at the next sample until END_WAIT_S has passed (a job Slurm no longer knows is not)."""
+        learned = []
+        for key, (job, until) in list(self._closing.items()):
+            facts = self.scontrol.at_end(job.ref.id)
+            if facts is None and ts < until:
+                continue
+            del self._closing[key]
+            if facts:
+                job.meta.update(facts)
+                learned.append(job)
+        return learned
 
     def _has_index_files(self) -> bool:
         try:
@@ -179,7 +217,7 @@ class JobAttributor:
         extra: dict[str, str] = {}
         if pid is not None:
             extra = meta_from_environ(self.procfs_root, int(pid))
-        if job.ref.scheduler == "slurm":
+        if job.ref.scheduler == "slurm":  # once per job; the exit state is asked at its end
             for key, value in self.scontrol.lookup(job.ref.id).items():
                 extra.setdefault(key, value)
         if job.uid is None and extra.get("uid", "").isdigit():

@@ -5,6 +5,13 @@ environment (``SLURM_*``), ``scontrol show job <id> --json`` or its
 one-line text form ``scontrol show job -o <id>`` (older Slurm, whose scontrol has no
 ``--json``) when scontrol is installed, and for the user only, the passwd entry of the
 job's uid.
+
+The scheduler facts come from scontrol alone: the requested walltime (TimeLimit) and
+the submit time when the collector first sees the job, the exit state (JobState,
+ExitCode) from one more query when it sees the job end. Slurm gives the slurmd Prolog
+neither, and its Epilog only an exit code (SLURM_JOB_EXIT_CODE2), which reads 0:0 for a
+cancelled or timed-out job (scontrol: 0:15) and comes without a state (seen on Slurm
+22.05, tests/slurm): not used.
 """
 
 from __future__ import annotations
@@ -62,6 +69,32 @@ def _number(value):
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+# Slurm's job states in which a job has ended for good, as ``exit_state`` names them (the
+# protocol's vocabulary). COMPLETING (epilogs still running), REQUEUED and the rest are
+# not an end.
+FINAL_STATES = {
+    "COMPLETED": "completed", "FAILED": "failed", "CANCELLED": "cancelled",
+    "TIMEOUT": "timeout", "OUT_OF_MEMORY": "out_of_memory", "NODE_FAIL": "node_fail",
+    "PREEMPTED": "preempted", "BOOT_FAIL": "boot_fail", "DEADLINE": "deadline",
+}  # fmt: skip
+# What a first look at a job keeps (the rest of a parse is the end query's).
+START_KEYS = ("user", "name", "account", "partition", "start_time", "nodes", "cpus", "uid",
+              "time_limit_s", "submit_time")  # fmt: skip
+
+
+def exit_facts(parsed: dict[str, str]) -> dict[str, str] | None:
+    """The exit state of a parsed job that has ended for good, with its exit code and
+    signal where known; None while it has not (or Slurm no longer knows it)."""
+    state = FINAL_STATES.get(parsed.get("state", ""))
+    if state is None:
+        return None
+    out = {"exit_state": state}
+    for key in ("exit_code", "exit_signal"):
+        if key in parsed:
+            out[key] = parsed[key]
+    return out
+
+
 def parse_scontrol_json(text: str) -> dict[str, str]:
     try:
         jobs = json.loads(text).get("jobs") or []
@@ -87,6 +120,26 @@ def parse_scontrol_json(text: str) -> dict[str, str]:
     uid = _number(job.get("user_id"))
     if uid is not None:
         out["uid"] = str(uid)
+    # Slurm's OpenAPI shapes (not run here: Debian's 22.05 has no --json): time_limit in
+    # minutes, job_state a list (23.11+) or a string, exit_code {return_code, signal.id}.
+    limit = _number(job.get("time_limit"))
+    if limit:
+        _set_limit(out, int(limit) * 60)
+    submit = _number(job.get("submit_time"))
+    if submit:
+        out["submit_time"] = str(submit)
+    state = job.get("job_state")
+    state = state[0] if isinstance(state, list) and state else state
+    if isinstance(state, str) and state:
+        out["state"] = state
+    code = job.get("exit_code")
+    if isinstance(code, dict):
+        signal = code.get("signal")
+        for key, value in (("exit_code", code.get("return_code")),
+                           ("exit_signal", signal.get("id") if isinstance(signal, dict) else None)):  # fmt: skip
+            value = _number(value)
+            if value is not None:
+                out[key] = str(int(value))
     return out
 
 
@@ -116,13 +169,45 @@ def parse_scontrol_text(text: str) -> dict[str, str]:
         out["nodes"] = nodes
         if nodes == "1" and pairs.get("NumCPUs", "").isdigit():
             out["cpus"] = pairs["NumCPUs"]  # the whole job's count: per node only if 1
-    start = pairs.get("StartTime", "")
-    if start not in _TEXT_UNSET:
-        try:  # local time without zone, as scontrol prints it
-            out["start_time"] = str(int(time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))))
-        except ValueError:
-            pass
+    for key, src in (("start_time", "StartTime"), ("submit_time", "SubmitTime")):
+        stamp = _local_time(pairs.get(src, ""))
+        if stamp is not None:
+            out[key] = stamp
+    limit = _TIME_LIMIT.fullmatch(pairs.get("TimeLimit", ""))  # "UNLIMITED": no limit
+    if limit:
+        days, hours, minutes, seconds = (int(g or 0) for g in limit.groups())
+        _set_limit(out, ((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    if pairs.get("JobState", "") not in _TEXT_UNSET:
+        out["state"] = pairs["JobState"]
+    code = re.fullmatch(r"(\d+):(\d+)", pairs.get("ExitCode", ""))
+    if code:
+        out["exit_code"], out["exit_signal"] = code.groups()
     return out
+
+
+# The backfill scheduler gives a job without a limit in a partition without one a year
+# (backfill.c: YEAR_MINUTES), which scontrol then shows (tests/data/scontrol-22.05): that is
+# no request, and no limit is sent.
+BACKFILL_NO_LIMIT_S = 365 * 86400
+
+
+def _set_limit(out: dict[str, str], seconds: int) -> None:
+    if 0 < seconds != BACKFILL_NO_LIMIT_S:
+        out["time_limit_s"] = str(seconds)
+
+
+# TimeLimit as scontrol prints it: [days-]hours:minutes:seconds.
+_TIME_LIMIT = re.compile(r"(?:(\d+)-)?(\d+):(\d\d):(\d\d)")
+
+
+def _local_time(text: str) -> str | None:
+    """scontrol's local time without zone ("2026-11-25T20:40:48") as Unix seconds."""
+    if text in _TEXT_UNSET:
+        return None
+    try:
+        return str(int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))))
+    except ValueError:
+        return None
 
 
 class Scontrol:
@@ -135,11 +220,24 @@ class Scontrol:
         self._json: bool | None = None  # does this scontrol take --json? (None: not known yet)
 
     def lookup(self, job_id: str) -> dict[str, str]:
+        """What a first look tells of the job (cached: once per job)."""
         if not self.executable:
             return {}
         if job_id not in self._cache:
-            self._cache[job_id] = self._run(job_id)
+            found = self._run(job_id)
+            self._cache[job_id] = {k: v for k, v in found.items() if k in START_KEYS}
         return self._cache[job_id]
+
+    def at_end(self, job_id: str) -> dict[str, str] | None:
+        """The job's exit state, exit code and signal once it has ended for good; None
+        while it is still completing. {} when scontrol no longer knows it (slurmctld keeps
+        an ended job MinJobAge seconds, default 300) or cannot be asked. Not cached."""
+        if not self.executable:
+            return {}
+        found = self._run(job_id)
+        if not found:
+            return {}
+        return exit_facts(found)
 
     def _run(self, job_id: str) -> dict[str, str]:
         if self._json is not False:

@@ -5,6 +5,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from clusterui.jobs.models import Job
 from tests.api import factories
 
 pytestmark = pytest.mark.django_db
@@ -137,3 +138,20 @@ def test_read_only(api, cluster_jobs):
     response = client.delete(f"/api/v1/jobs/{cluster_jobs['new'].id}/")
     assert response.status_code == 405
     assert response.json() == {"error": 'Method "DELETE" not allowed.'}
+
+
+def test_scheduler_facts_with_queue_wait(api, cluster_jobs):
+    job = cluster_jobs["old"]
+    Job.objects.filter(pk=job.pk).update(
+        submitted_at=job.started_at - dt.timedelta(minutes=12), time_limit_s=4 * 3600,
+        exit_state="timeout", exit_code=0, exit_signal=15)
+    body = api("alice").get(f"/api/v1/jobs/{job.pk}/").json()
+    assert (body["queue_wait_s"], body["time_limit_s"]) == (720.0, 14400)
+    assert (body["exit_state"], body["exit_code"], body["exit_signal"]) == ("timeout", 0, 15)
+    assert body["submitted_at"].startswith(
+        (job.started_at - dt.timedelta(minutes=12)).strftime("%Y-%m-%dT%H:%M"))
+    listed = {r["id"]: r for r in api("alice").get("/api/v1/jobs/").json()["results"]}
+    assert listed[job.pk]["queue_wait_s"] == 720.0
+    new = listed[cluster_jobs["new"].id]  # nothing reported: null, never invented
+    assert (new["submitted_at"], new["queue_wait_s"], new["time_limit_s"], new["exit_state"],
+            new["exit_code"]) == (None, None, None, "", None)

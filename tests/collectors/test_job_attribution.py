@@ -77,6 +77,21 @@ def test_scontrol_json_both_number_styles():
     assert parse_scontrol_json(old) == {"user": "bob", "start_time": "1763790000", "nodes": "2"}
 
 
+def test_scontrol_json_scheduler_facts():
+    """Slurm's OpenAPI shapes (23.11+: job_state a list, uint32_no_val numbers); Debian's
+    22.05 has no --json, so these are written from the schema, not captured."""
+    job = ('{"jobs": [{"job_state": ["TIMEOUT"], "time_limit": {"set": true, "infinite": false,'
+           ' "number": 240}, "submit_time": {"set": true, "number": 1763789000},'
+           ' "exit_code": {"status": ["SIGNALED"], "return_code": {"set": true, "number": 0},'
+           ' "signal": {"id": {"set": true, "number": 15}, "name": "TERM"}}}]}')  # fmt: skip
+    assert parse_scontrol_json(job) == {
+        "state": "TIMEOUT", "time_limit_s": "14400", "submit_time": "1763789000",
+        "exit_code": "0", "exit_signal": "15",
+    }  # fmt: skip
+    unlimited = '{"jobs": [{"time_limit": {"set": true, "infinite": true, "number": 0}}]}'
+    assert parse_scontrol_json(unlimited) == {}
+
+
 def make_attributor(roots):
     return JobAttributor(roots["proc"], roots["cgroup"], roots["jobmap"], Scontrol(executable=""),
                          SlurmGpuIndex(executable=""))  # fmt: skip
@@ -94,6 +109,7 @@ def test_job_from_process_with_environment_and_v2_usage(roots):
     owners, ended = att.attribute(10.0, [(0, UUID0, [4242]), (1, UUID1, [])])
     job = owners[UUID0]
     assert owners[UUID1] is None and ended == []
+    # No scheduler facts (no scontrol here): absent, which is "not reported".
     assert job.as_dict([0]) == {
         "id": "812345", "scheduler": "slurm", "user": "alice", "name": "llama-ft",
         "account": "nlp", "partition": "gpu", "started_at": None, "ended_at": None,

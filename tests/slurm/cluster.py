@@ -25,6 +25,7 @@ GPU_MAJOR = 195  # the NVIDIA character-device major number, for realism only
 # /dev/nvidia4 and 5: minor numbers that are not Slurm's indexes (0 and 1), as on a node
 # whose device files do not start at 0 or are not in PCI bus order.
 GPU_MINORS = (4, 5)
+EPILOG_HOLD_S = 3
 
 
 def free_port() -> int:
@@ -84,6 +85,17 @@ class SlurmCluster:
         env_dump = self.path("etc", "prolog.d", "00-record-env.sh")
         env_dump.write_text(f'#!/bin/sh\nenv > {self.path("prolog-env")}/"$SLURM_JOB_ID"\n')
         os.chmod(env_dump, 0o755)
+        # A site's slower epilog after ours (a glob runs in reverse alphabetical order):
+        # while the file hold-epilog exists it takes EPILOG_HOLD_S, and slurmctld says
+        # COMPLETING that long after the mapping files are gone.
+        hold = self.path("etc", "epilog.d", "00-hold.sh")
+        hold.write_text(f'#!/bin/sh\n[ -e {self.path("hold-epilog")} ] && sleep {EPILOG_HOLD_S}\n'
+                        "exit 0\n")  # fmt: skip
+        os.chmod(hold, 0o755)
+        # MinJobAge counts from a job's end ("since completion", slurmctld.h), not from its
+        # epilogs' end: at 2 s, a job held COMPLETING 3 s can be purged as soon as it
+        # completes, and the collector's end query once in six runs never saw its final
+        # state. 30 s (Slurm's default is 300) is still quick to clear.
         ctld_port, slurmd_port = free_port(), free_port()
         self.conf.write_text(f"""\
 ClusterName=cuitest
@@ -116,11 +128,12 @@ GresTypes=gpu
 PrologFlags=Alloc
 Prolog={self.path("etc", "prolog.d")}/*
 Epilog={self.path("etc", "epilog.d")}/*
-MinJobAge=2
+MinJobAge=30
 InactiveLimit=0
 KillWait=2
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={os.cpu_count()} Gres=gpu:2 State=UNKNOWN
 PartitionName=gpu Nodes={self.node} Default=YES MaxTime=10 State=UP
+PartitionName=nolimit Nodes={self.node} MaxTime=UNLIMITED State=UP
 """)
         self.path("etc", "gres.conf").write_text(
             f"NodeName={self.node} Name=gpu File={self.path('dev')}/nvidia[4-5]\n"
@@ -151,7 +164,8 @@ PartitionName=gpu Nodes={self.node} Default=YES MaxTime=10 State=UP
                                   capture_output=True, text=True, timeout=3, check=False)  # fmt: skip
         except subprocess.TimeoutExpired:
             return False  # slurmctld not answering yet
-        return done.returncode == 0 and done.stdout.strip() == "idle"
+        states = set(done.stdout.split())  # one line per partition the node is in
+        return done.returncode == 0 and states == {"idle"}
 
     def _wait(self, ready, what: str) -> None:
         deadline = time.monotonic() + STARTUP_S
@@ -176,7 +190,9 @@ PartitionName=gpu Nodes={self.node} Default=YES MaxTime=10 State=UP
             # Jobs first, while slurmctld and slurmd can still end them and run epilogs:
             # a slurmstepd outlives its slurmd otherwise.
             try:
-                self.cmd("scancel", "--full", "--partition=gpu", timeout=5, check=False)
+                for partition in ("gpu", "nolimit"):
+                    self.cmd("scancel", "--full", f"--partition={partition}", timeout=5,
+                             check=False)  # fmt: skip
                 deadline = time.monotonic() + 15
                 while (self.cmd("squeue", "-h", timeout=5, check=False).strip()
                        and time.monotonic() < deadline):  # fmt: skip

@@ -6,15 +6,20 @@ GPUs NVML would list (index, UUID) and resolves Slurm's indexes itself (see
 test_slurm_index_is_matched_through_the_device_not_nvml_index).
 """
 
+import re
 import subprocess
 import time
 
 import pytest
 
+from clusterui.ingest.tasks import ingest_envelope
+from clusterui.jobs.models import Job
+from clusterui.web import scheduler_facts
 from collectors.attribution import JobAttributor
 from collectors.attribution.jobmap import parse_map_file
 from collectors.attribution.metadata import Scontrol
 from collectors.attribution.slurm_gpus import SlurmGpuIndex
+from tests.factories import node_batch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -195,5 +200,84 @@ def test_slurm_index_is_matched_through_the_device_not_nvml_index(slurm, tmp_pat
     owners, _ = attributor.attribute(time.time(), NVML_GPUS, {UUID0: 5, UUID1: 4})
     assert owners[UUID0] is None
     assert owners[UUID1].ref.id == job
+    slurm.cmd("scancel", job)
+    slurm.wait_gone([job])
+
+
+def follow_to_the_end(slurm, tmp_path, job: str, timeout: float = 40):
+    """Sample as the collector does (every 0.2 s here) from the job's start until its end
+    and exit state are known: (the first report, [the reports of its end])."""
+    attributor = JobAttributor("/nonexistent-proc", str(tmp_path), str(slurm.map_dir),
+                               Scontrol())  # fmt: skip
+    first, ends = None, []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        owners, ended = attributor.attribute(time.time(), NVML_GPUS)
+        if first is None and owners[UUID0] is not None:
+            first = owners[UUID0].as_dict([0])
+        ends.extend(j.as_dict([]) for j in ended if j.ref.id == job)
+        if ends and ends[-1].get("exit_state"):
+            return first, ends
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} not seen to its end: first {first}, ends {ends}"
+                         f"\n{slurm.logs()}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_walltime_queue_wait_and_exit_state_end_to_end(slurm, tmp_path, clean_samples):
+    """sbatch --time=4:00 of a script that exits 3: the collector's attribution carries
+    TimeLimit and SubmitTime from its first scontrol query and FAILED 3:0 from the one at
+    the end (asked again while Slurm says COMPLETING); ingest stores them and the job page
+    says each with its source."""
+    job = slurm.sbatch("-J", "walltime", "--time=4:00", "--gres=gpu:1", "--wrap",
+                       "sleep 4; exit 3")  # fmt: skip
+    slurm.wait_files(["0"])
+    hold = slurm.path("hold-epilog")
+    hold.touch()  # a slow site epilog after ours: COMPLETING for 3 s once the files go
+    try:
+        first, ends = follow_to_the_end(slurm, tmp_path, job)
+    finally:
+        hold.unlink()
+    assert first["id"] == job and first["time_limit_s"] == 240
+    assert "exit_state" not in first  # a running job's ExitCode=0:0 is no exit
+    assert 0 <= first["started_at"] - first["submitted_at"] < 30
+    # Sent ended at once, without a state (Slurm said COMPLETING), then again with it.
+    assert len(ends) == 2 and ends[0]["ended_at"] == ends[1]["ended_at"]
+    assert "exit_state" not in ends[0]
+    last = ends[-1]
+    assert (last["exit_state"], last["exit_code"], last["exit_signal"]) == ("failed", 3, 0)
+
+    start = time.time() - 30
+    running = node_batch("gpu-slurm", seq=1, samples=3, start=start, gpus=1, job=job)
+    running["jobs"] = [first]
+    envelopes = [running]
+    for seq, report in enumerate(ends, start=2):  # the state learned a batch later
+        envelopes.append(node_batch("gpu-slurm", seq=seq, samples=1, start=start + 30, gpus=1,
+                                    job=None))  # fmt: skip
+        envelopes[-1]["jobs"] = [report]
+    for envelope in envelopes:
+        result = ingest_envelope(envelope)
+        assert result is not None and result.rejected == 0
+    stored = Job.objects.get(external_id=job)
+    assert (stored.time_limit_s, stored.exit_state, stored.exit_code) == (240, "failed", 3)
+    assert stored.queue_wait.total_seconds() == first["started_at"] - first["submitted_at"]
+    shown = {fact.label: fact for fact in scheduler_facts.facts(
+        stored, stored.ended_at - stored.started_at, running=False)}
+    assert shown["Requested walltime"].value == "4 min"
+    assert "TimeLimit, from scontrol" in shown["Requested walltime"].source
+    assert shown["Exit state"].value == "Failed, exit code 3"
+
+
+def test_no_time_limit_is_sent_as_none(slurm, tmp_path):
+    """No --time in a partition without MaxTime is no figure at all: scontrol says
+    TimeLimit=UNLIMITED, or 365-00:00:00 when the backfill scheduler started the job."""
+    job = slurm.sbatch("-J", "open-ended", "-p", "nolimit", "--gres=gpu:1", "--wrap",
+                       "sleep 60")  # fmt: skip
+    slurm.wait_files(["0"])
+    seen = attribute(slurm, tmp_path)[UUID0]
+    shown = slurm.cmd("scontrol", "show", "job", "-o", job)
+    assert re.search(r" TimeLimit=(UNLIMITED|365-00:00:00) ", shown), shown
+    assert seen["id"] == job and "time_limit_s" not in seen
+    assert seen["submitted_at"] > 0
     slurm.cmd("scancel", job)
     slurm.wait_gone([job])

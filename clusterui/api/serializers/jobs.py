@@ -26,11 +26,20 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="When the pass closed the books of the ended job; null while it runs or "
                   "its last data is still to be read")
 
+    queue_wait_s = serializers.SerializerMethodField(
+        help_text="Seconds from submit to start, where the scheduler reported both")
+
     class Meta:
         model = Job
         fields = ["id", "cluster", "scheduler", "external_id", "name", "user", "account",
                   "partition", "state", "started_at", "ended_at", "cpus", "gpu_hours",
-                  "wasted_gpu_hours", "efficiency_pct", "judged_at", "finalized_at"]
+                  "wasted_gpu_hours", "efficiency_pct", "judged_at", "finalized_at",
+                  "submitted_at", "queue_wait_s", "time_limit_s", "exit_state", "exit_code",
+                  "exit_signal"]
+
+    def get_queue_wait_s(self, obj) -> float | None:
+        wait = obj.queue_wait
+        return None if wait is None else wait.total_seconds()
 
     def get_efficiency_pct(self, obj) -> float | None:
         ratio = getattr(obj, "efficiency_ratio", None)
