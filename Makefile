@@ -19,7 +19,7 @@ venv: $(VENV)/.installed
 demo: venv
 	$(STACK) demo
 
-## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP, Chromium and Slurm.
+## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP, Chromium, Slurm and Prometheus.
 test: venv
 	$(PY) -m ruff check .
 	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py check --fail-level WARNING
@@ -27,6 +27,7 @@ test: venv
 	$(STACK) chromium
 	$(STACK) systemd-analyze
 	$(STACK) caddy
+	$(STACK) prometheus
 	$(STACK) slurm
 	$(STACK) run -- $(PY) -m pytest
 

@@ -131,6 +131,19 @@ env_retired("LOGIN_TRUST_X_FORWARDED_FOR", "set LOGIN_TRUSTED_PROXIES to your pr
             "read from the right and only hops those proxies added are trusted")
 env_retired("LOGIN_MAX_FAILURES_PER_USER", "set LOGIN_MAX_FAILURES_PER_PAIR: an account is "
             "now locked only for the address that failed (one user name and address pair)")
+# The jobs and findings lists' CSV downloads (clusterui/web/csvexport.py) refuse filters
+# that match more rows than this: narrow them, or page through the API.
+EXPORT_MAX_ROWS = env_int("EXPORT_MAX_ROWS", 100_000, minimum=1)
+# --- Prometheus (/metrics, clusterui/prometheus; docs/operations.md "Prometheus") ---------
+# Served to a scrape carrying this bearer token (METRICS_TOKEN_FILE for a secret file), or
+# coming from these networks (CIDRs; the client's address as above); neither: to nobody.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters (e.g. "
+                               "openssl rand -hex 24)")
+METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS", [])
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked pair before the check
     "django.contrib.auth.backends.ModelBackend",

@@ -5,6 +5,7 @@ from django.urls import include, path
 from clusterui.accounts.admin_login import admin_login
 from clusterui.accounts.views import LoginView
 from clusterui.api import token_pages as api_tokens
+from clusterui.prometheus.views import metrics
 
 urlpatterns = [
     path("", include("clusterui.web.urls")),
@@ -18,4 +19,5 @@ urlpatterns = [
     path("api/v1/", include("clusterui.api.urls")),
     path("settings/tokens/", api_tokens.tokens, name="api_tokens"),
     path("settings/tokens/<int:pk>/revoke/", api_tokens.revoke, name="api_token_revoke"),
+    path("metrics", metrics, name="metrics"),
 ]

@@ -354,6 +354,7 @@ def demo(args) -> None:
 CHROMIUM = "/usr/bin/chromium"
 SYSTEMD_ANALYZE = "/usr/bin/systemd-analyze"
 CADDY = "/usr/bin/caddy"
+PROMETHEUS = "/usr/bin/prometheus"
 
 
 def _apt_install(package: str, path: str, why: str) -> None:
@@ -382,6 +383,11 @@ def ensure_chromium(args=None) -> None:
 def ensure_caddy(args=None) -> None:
     """The Compose stack test puts Debian's caddy in front of the web server, as Compose does."""
     _apt_install("caddy", CADDY, "the Compose stack test")
+
+
+def ensure_prometheus(args=None) -> None:
+    """tests/prometheus has Debian's prometheus scrape /metrics of a live server."""
+    _apt_install("prometheus", PROMETHEUS, "the Prometheus scrape test")
 
 
 def ensure_systemd_analyze(args=None) -> None:
@@ -440,6 +446,9 @@ def main() -> None:
     c.set_defaults(func=ensure_chromium)
     cd = sub.add_parser("caddy", help="install caddy for the Compose stack test if missing")
     cd.set_defaults(func=ensure_caddy)
+    pr = sub.add_parser("prometheus",
+                        help="install prometheus for the /metrics scrape test if missing")
+    pr.set_defaults(func=ensure_prometheus)
     sa = sub.add_parser("systemd-analyze",
                         help="install systemd-analyze for the systemd unit's tests if missing")
     sa.set_defaults(func=ensure_systemd_analyze)

@@ -61,6 +61,11 @@ class NullsLastOrderingFilter(django_filters.OrderingFilter):
 class JobFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search",
                                   help_text="Job id, name, user or account contains this")
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster")
+    external_id = django_filters.CharFilter(
+        field_name="external_id", label="Scheduler job id",
+        help_text="The scheduler's job id, exactly (the same id may exist on several "
+                  "clusters: add cluster)")
     user = django_filters.CharFilter(field_name="user")
     account = django_filters.CharFilter(field_name="account")
     partition = django_filters.CharFilter(field_name="partition")

@@ -82,6 +82,20 @@ def test_filters(api, cluster_jobs, params, expected):
     assert got == [cluster_jobs[k].id for k in expected]
 
 
+def test_filter_by_scheduler_id_and_cluster(api, cluster_jobs):
+    """``clusterui jobstats`` finds a job by the scheduler's id, exactly, on a cluster."""
+    job = cluster_jobs["wasteful"]
+    other = factories.job("alice", external_id="other")
+    other.cluster, other.external_id = factories.cluster("east"), job.external_id
+    other.save()
+    both = ids(api("alice").get("/api/v1/jobs/", {"external_id": job.external_id}))
+    assert set(both) == {job.id, other.id}
+    assert ids(api("alice").get("/api/v1/jobs/", {"external_id": job.external_id,
+                                                  "cluster": "east"})) == [other.id]
+    assert ids(api("alice").get("/api/v1/jobs/", {"external_id": job.external_id[:-1]})) == []
+    assert ids(api("bob").get("/api/v1/jobs/", {"external_id": job.external_id})) == []
+
+
 def test_staff_filter_by_user(api, cluster_jobs):
     got = ids(api("staff").get("/api/v1/jobs/", {"user": "bob"}))
     assert got == [cluster_jobs["bobs"].id]
@@ -125,6 +139,7 @@ def test_detail_has_efficiency_gpus_and_findings(api, cluster_jobs, django_asser
     assert "accum" not in eff and eff["finalized_at"] is None  # still running
     assert [(g["node"], g["index"]) for g in body["gpus"]] == [("gpu-j001", 0), ("gpu-j001", 1)]
     assert [f["kind"] for f in body["findings"]] == ["low_utilization"]
+    assert body["findings"][0]["suggestion"] == "Request fewer GPUs."  # what to do
 
 
 def test_detail_without_efficiency_yet(api, cluster_jobs):

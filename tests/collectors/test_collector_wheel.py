@@ -92,6 +92,10 @@ def test_the_wheel_brings_only_what_a_node_needs(node):
     module, absent = where.stdout.splitlines()
     assert module.startswith(str(venv))
     assert absent == "None None"  # no simulator, no Celery
+    # The user's command (clusterui jobstats, tests/collectors/test_jobstats.py) comes along.
+    helped = subprocess.run([str(venv / "bin" / "clusterui"), "jobstats", "--help"],
+                            cwd="/", env=node_env(), capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0 and "JOBID" in helped.stdout, helped.stderr
 
 
 def test_once_stdout_prints_a_batch(node, tmp_path):

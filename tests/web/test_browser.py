@@ -322,7 +322,8 @@ def test_history_and_trends_draw_from_the_rollups(live_server, browser):
 PAGE_FACTS = """() => ({
   h1: (document.querySelector('h1') || {}).innerText || '',
   links: [...document.querySelectorAll('a[href]')].map(a => ({
-    href: a.href, text: a.innerText.trim(), seg: !!a.closest('.seg')})),
+    href: a.href, text: a.innerText.trim(), seg: !!a.closest('.seg'),
+    download: a.hasAttribute('download')})),
   segOn: [...document.querySelectorAll('.seg a.on')].map(a => a.href),
   fields: Object.fromEntries([...document.querySelectorAll(
       'form[method=get] select[name], form[method=get] input[name]:not([type=hidden])')]
@@ -404,6 +405,7 @@ def test_every_link_and_control_on_every_page_lands_where_it_says(demo, browser)
     opened: set[str] = set()
     kinds: set[tuple] = set()
     fetch_only: set[str] = set()
+    downloads: set[str] = set()  # a file, not a page: fetched, never opened
     problems: list[str] = []
     links = toggles = 0
     while queue:
@@ -431,6 +433,9 @@ def test_every_link_and_control_on_every_page_lands_where_it_says(demo, browser)
                     SKIP_PREFIXES):
                 continue
             links += 1
+            if link["download"]:
+                downloads.add(target)
+                continue
             # Every page once (each node, each job), and each control once per kind of
             # page: the 6 h button of one node's page stands for every node's.
             kind = (re.sub(r"/\d+/", "/N/", parts.path),
@@ -447,6 +452,11 @@ def test_every_link_and_control_on_every_page_lands_where_it_says(demo, browser)
         status = page.request.get(url).status
         if status != 200:
             problems.append(f"{url}: HTTP {status}")
+    for url in sorted(downloads):
+        got = page.request.get(url)
+        if got.status != 200 or not got.headers["content-type"].startswith("text/csv"):
+            problems.append(f"{url}: HTTP {got.status} {got.headers['content-type']}")
+    assert downloads, "the jobs and findings lists link to their CSV"
     print(f"walk: {len(opened)} pages opened, {len(fetch_only - opened)} more fetched, "
           f"{toggles} toggles, {links} links read")
     assert problems == [], "\n".join(problems[:40])

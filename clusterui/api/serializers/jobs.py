@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from clusterui.findings.models import Finding, JobEfficiency
 from clusterui.jobs.models import Job
+from clusterui.jobs.pernode import per_node
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -46,10 +47,28 @@ class JobSerializer(serializers.ModelSerializer):
         return None if ratio is None else 100.0 * ratio
 
 
+class PerNodeSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    gpus = serializers.IntegerField()
+    gpu_hours_allocated = serializers.FloatField()
+    gpu_hours_used = serializers.FloatField()
+    gpu_hours_wasted = serializers.FloatField()
+    efficiency_pct = serializers.FloatField(
+        allow_null=True, help_text="Used / allocated GPU-hours on this node, in percent "
+                                   "(weighted as the job's efficiency)")
+    nvml_util_mean_pct = serializers.FloatField(
+        allow_null=True, help_text="Mean of its GPUs' NVML utilization means")
+    mem_peak_mib = serializers.FloatField(allow_null=True)
+    energy_j = serializers.FloatField(allow_null=True)
+
+
 class EfficiencySerializer(serializers.ModelSerializer):
     """The detector pass's figures (not its internal running sums)."""
 
     efficiency_pct = serializers.FloatField(read_only=True, allow_null=True)
+    per_node = serializers.SerializerMethodField(
+        help_text="Per node: its GPUs, their allocated, used and wasted GPU-hours, mean busy "
+                  "(the efficiency's signal) and NVML utilization, memory and energy")
 
     class Meta:
         model = JobEfficiency
@@ -58,7 +77,11 @@ class EfficiencySerializer(serializers.ModelSerializer):
                   "efficiency_pct", "util_source", "util_mean_pct", "per_gpu", "mem_peak_mib",
                   "mem_capacity_mib", "energy_j", "net_bytes", "nic_util_mean_pct",
                   "nic_util_peak_pct", "nvlink_util_mean_pct", "nvlink_util_peak_pct",
-                  "cpu_cores_mean", "cpus_allocated"]
+                  "cpu_cores_mean", "cpus_allocated", "per_node"]
+
+    @extend_schema_field(PerNodeSerializer(many=True))
+    def get_per_node(self, obj) -> list[dict]:
+        return per_node(obj)
 
 
 class AllocationSerializer(serializers.Serializer):
@@ -74,8 +97,8 @@ class AllocationSerializer(serializers.Serializer):
 class JobFindingSerializer(serializers.ModelSerializer):
     class Meta:
         model = Finding
-        fields = ["id", "kind", "severity", "state", "title", "wasted_gpu_hours",
-                  "first_seen", "last_seen", "acknowledged_at"]
+        fields = ["id", "kind", "severity", "state", "title", "explanation", "suggestion",
+                  "wasted_gpu_hours", "first_seen", "last_seen", "acknowledged_at"]
 
 
 class JobDetailSerializer(JobSerializer):

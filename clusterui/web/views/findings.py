@@ -11,7 +11,9 @@ from django.views.decorators.http import require_POST
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.findings.filtersets import FindingFilterSet
 from clusterui.findings.models import Finding
+from clusterui.web import csvexport
 from clusterui.web.views.overview import SEVERITY_RANK
+from clusterui.web.views.support import csv_filters_refused
 
 PAGE_SIZE = 50
 SORTS = (("", "Most severe first"), ("-last_seen", "Recently seen"),
@@ -19,17 +21,26 @@ SORTS = (("", "Most severe first"), ("-last_seen", "Recently seen"),
 
 
 def finding_list(request):
-    """Findings the user may see; open ones unless another state is asked for."""
+    """Findings the user may see; open ones unless another state is asked for;
+    ``?format=csv``: every row under the same filters, as CSV."""
     params = request.GET.copy()
     if "state" not in params:
         params["state"] = FindingState.OPEN
     findings = (Finding.objects.visible_to(request.user)
-                .select_related("job", "node", "acknowledged_by").annotate(rank=SEVERITY_RANK))
+                .select_related("job__cluster", "node__cluster", "acknowledged_by")
+                .annotate(rank=SEVERITY_RANK))
     filters = FindingFilterSet(params, queryset=findings)
     valid = filters.is_valid()
     qs = filters.qs if valid else findings.none()
     if valid and not params.get("ordering"):
         qs = qs.order_by("-rank", "-last_seen", "-id")
+    elif valid:  # ties (equal waste, ...) in one fixed order, so pages and CSV agree
+        qs = qs.order_by(*qs.query.order_by, "-id")
+    if request.GET.get("format") == "csv":
+        if not valid:
+            return csv_filters_refused(filters)
+        return csvexport.too_many(qs) or csvexport.response(
+            "findings", csvexport.FINDING_COLUMNS, csvexport.finding_rows(request, qs))
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "filters": filters,

@@ -22,9 +22,15 @@ from clusterui.jobs.filtersets import JobFilterSet, with_efficiency
 from clusterui.jobs.listing import JobPaginator, ordered_for_pages
 from clusterui.jobs.models import Job, JobGpu
 from clusterui.telemetry.models import GpuEvent
-from clusterui.web import jobpage
+from clusterui.web import csvexport, jobpage
 from clusterui.web.views.overview import SEVERITY_RANK
-from clusterui.web.views.support import REFRESH_S, charts, range_context, sort_header
+from clusterui.web.views.support import (
+    REFRESH_S,
+    charts,
+    csv_filters_refused,
+    range_context,
+    sort_header,
+)
 
 PAGE_SIZE = 50
 SORTS = (("-started", "Newest first"), ("started", "Oldest first"),
@@ -67,8 +73,9 @@ def _gpu_count():
         .annotate(n=Count("id")).values("n"), output_field=IntegerField())
 
 
-def job_list(request):
-    """Jobs the user may see: search, filters, sorting by efficiency or waste, pages."""
+def _listed(request):
+    """The jobs the page lists under its filters, in its order: (filters, valid, ordered
+    rows, ordering, open findings to show per job)."""
     # The efficiency row's per-GPU figures and accumulators are not shown here.
     jobs = (with_efficiency(Job.objects.visible_to(request.user))
             .defer("efficiency__per_gpu", "efficiency__accum")
@@ -80,10 +87,23 @@ def job_list(request):
     if not ordering:
         # Newest first; a job whose start the scheduler did not report goes last.
         qs = qs.order_by(F("started_at").desc(nulls_last=True), "-id")
-    paginator = JobPaginator(ordered_for_pages(qs, ordering), PAGE_SIZE)
-    page = paginator.get_page(request.GET.get("page"))
     open_findings = Finding.objects.visible_to(request.user).open().annotate(
         rank=SEVERITY_RANK).order_by("-rank", "kind")
+    return filters, valid, qs, ordering, open_findings
+
+
+def job_list(request):
+    """Jobs the user may see: search, filters, sorting by efficiency or waste, pages;
+    ``?format=csv``: every row under the same filters, as CSV."""
+    filters, valid, qs, ordering, open_findings = _listed(request)
+    if request.GET.get("format") == "csv":
+        if not valid:
+            return csv_filters_refused(filters)
+        return csvexport.too_many(qs) or csvexport.response(
+            "jobs", csvexport.JOB_COLUMNS,
+            csvexport.job_rows(request, ordered_for_pages(qs, ordering), open_findings))
+    paginator = JobPaginator(ordered_for_pages(qs, ordering), PAGE_SIZE)
+    page = paginator.get_page(request.GET.get("page"))
     rows = list(page.object_list)
     prefetch_related_objects(rows, Prefetch("findings", queryset=open_findings,
                                             to_attr="open_findings"))
@@ -96,7 +116,8 @@ def job_list(request):
         "sort": sort,
         "headers": headers(sort),
         "kinds": FindingKind.choices,
-        "filtered": any(v for k, v in request.GET.items() if k not in ("page", "ordering")),
+        "filtered": any(v for k, v in request.GET.items()
+                        if k not in ("page", "ordering", "format")),
     }
     return render(request, "web/jobs.html", context, status=200 if valid else 400)
 

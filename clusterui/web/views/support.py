@@ -45,3 +45,13 @@ def sort_header(key: str, sort: str, *, ascending_first: bool = False) -> dict:
         return {"ordering": key if descending else f"-{key}",
                 "sort": "descending" if descending else "ascending"}
     return {"ordering": key if ascending_first else f"-{key}", "sort": None}
+
+
+def csv_filters_refused(filters):
+    """A CSV asked for under filters that do not read: 400, naming each one, as the page."""
+    from django.http import HttpResponse
+
+    problems = "; ".join(f"{name}: {' '.join(errors)}"
+                         for name, errors in filters.form.errors.items())
+    return HttpResponse(f"Fix the filters first ({problems}).\n", status=400,
+                        content_type="text/plain")

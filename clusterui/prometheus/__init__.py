@@ -1,0 +1,1 @@
+"""``/metrics``: ClusterUI's state as Prometheus series (docs/operations.md, "Prometheus")."""

@@ -1,0 +1,198 @@
+"""The series ``/metrics`` exposes, read fresh at each scrape from the tables every "now"
+view reads (the latest values kept by ingest, running jobs, open findings, the ingest log's
+last minutes and the broker), through ``prometheus_client``'s custom-collector API.
+
+Low cardinality by design: labels are cluster, node, finding kind and severity, never a job
+or a user. A job label makes one new series per job, which is what made a scheduler
+exporter's operators drop job labels; per-job figures belong to the API
+(``/api/v1/jobs/``) and per-GPU ones to NVIDIA's dcgm-exporter on the nodes.
+"""
+
+import datetime as dt
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from clusterui.findings.choices import FindingKind, FindingState, Severity
+from clusterui.ingest import health
+from clusterui.web.snapshot import BUSY_UTIL_PCT
+
+NODE = ["cluster", "node"]
+
+# (name, help, column of _NODES) for the per-node GPU gauges.
+NODE_GAUGES = (
+    ("clusterui_node_gpus", "GPUs of the node", "gpus"),
+    ("clusterui_node_gpus_reporting",
+     "GPUs with a current sample (0 while the node is silent)", "reporting"),
+    ("clusterui_node_gpus_busy",
+     f"GPUs reporting at least {BUSY_UTIL_PCT:g} % utilization (NVML)", "busy"),
+    ("clusterui_node_gpus_allocated", "GPUs reporting that they are held by a job", "allocated"),
+    ("clusterui_node_gpus_idle_allocated",
+     f"GPUs held by a job but below {BUSY_UTIL_PCT:g} % utilization (NVML): waste now",
+     "idle_allocated"),
+    ("clusterui_node_silent",
+     "1 when no batch of the node arrived for NODE_SILENT_AFTER_S seconds", "silent"),
+)
+
+# One row per node. A silent node's latest rows are old: its GPUs count as not reporting,
+# the rule of the overview (clusterui.web.snapshot).
+_NODES = """
+SELECT c.name, n.name, s.silent, count(g.id),
+       count(l.gpu_id) FILTER (WHERE NOT s.silent),
+       count(l.gpu_id) FILTER (WHERE NOT s.silent AND l.util_pct >= %(busy)s),
+       count(l.job_id) FILTER (WHERE NOT s.silent),
+       count(l.job_id) FILTER (WHERE NOT s.silent AND l.util_pct < %(busy)s),
+       avg(l.util_pct) FILTER (WHERE NOT s.silent),
+       sum(l.power_w) FILTER (WHERE NOT s.silent)
+FROM inventory_node n
+JOIN inventory_cluster c ON c.id = n.cluster_id
+CROSS JOIN LATERAL (SELECT COALESCE(n.reported_at, n.last_seen) < %(silent_before)s
+                    AS silent) s
+LEFT JOIN inventory_gpu g ON g.node_id = n.id
+LEFT JOIN telemetry_gpulatest l ON l.gpu_id = g.id
+GROUP BY c.name, n.name, s.silent
+ORDER BY c.name, n.name
+"""
+
+_RUNNING = """
+SELECT c.name, count(j.id), COALESCE(sum(e.gpu_hours_wasted), 0),
+       COALESCE(sum(e.gpu_hours_allocated), 0)
+FROM inventory_cluster c
+LEFT JOIN jobs_job j ON j.cluster_id = c.id AND j.state = 'running'
+LEFT JOIN findings_jobefficiency e ON e.job_id = j.id
+GROUP BY c.name
+"""
+
+# A finding is about a job (its cluster) or a node (its cluster).
+_FINDINGS = """
+SELECT COALESCE(jc.name, nc.name), f.kind, f.severity, count(*)
+FROM findings_finding f
+LEFT JOIN jobs_job j ON j.id = f.job_id
+LEFT JOIN inventory_cluster jc ON jc.id = j.cluster_id
+LEFT JOIN inventory_node n ON n.id = f.node_id
+LEFT JOIN inventory_cluster nc ON nc.id = n.cluster_id
+WHERE f.state = %(open)s
+GROUP BY 1, 2, 3
+"""
+
+
+def _rows(sql: str, params: dict | None = None) -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute(sql, params or {})
+        return cur.fetchall()
+
+
+class ClusterCollector(Collector):
+    """Everything ``/metrics`` shows, read at ``collect()``."""
+
+    def __init__(self, now: dt.datetime | None = None):
+        self.now = now
+
+    def collect(self):
+        now = self.now or timezone.now()
+        yield from self.nodes(now)
+        yield from self.jobs()
+        yield from self.findings()
+        yield from self.ingest(now)
+
+    def nodes(self, now):
+        silent_before = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+        rows = _rows(_NODES, {"busy": BUSY_UTIL_PCT, "silent_before": silent_before})
+        families = {col: GaugeMetricFamily(name, text, labels=NODE)
+                    for name, text, col in NODE_GAUGES}
+        util = GaugeMetricFamily("clusterui_node_gpu_utilization_percent",
+                                 "Mean utilization (NVML) of the node's reporting GPUs",
+                                 labels=NODE)
+        power = GaugeMetricFamily("clusterui_node_gpu_power_watts",
+                                  "Power draw of the node's reporting GPUs, summed",
+                                  labels=NODE)
+        for (cluster, node, silent, gpus, reporting, busy, allocated, idle_allocated,
+             util_mean, power_sum) in rows:
+            values = {"gpus": gpus, "reporting": reporting, "busy": busy,
+                      "allocated": allocated, "idle_allocated": idle_allocated,
+                      "silent": int(silent)}
+            for col, family in families.items():
+                family.add_metric([cluster, node], values[col])
+            if util_mean is not None:
+                util.add_metric([cluster, node], util_mean)
+            if power_sum is not None:
+                power.add_metric([cluster, node], power_sum)
+        yield from families.values()
+        yield util
+        yield power
+
+    def jobs(self):
+        running = GaugeMetricFamily("clusterui_running_jobs", "Jobs running now",
+                                    labels=["cluster"])
+        wasted = GaugeMetricFamily(
+            "clusterui_running_jobs_wasted_gpu_hours",
+            "GPU-hours the jobs running now have wasted so far (as their efficiency counts "
+            "them, updated by the detector pass every minute)", labels=["cluster"])
+        allocated = GaugeMetricFamily(
+            "clusterui_running_jobs_allocated_gpu_hours",
+            "GPU-hours the jobs running now have held so far", labels=["cluster"])
+        for cluster, jobs, wasted_h, allocated_h in _rows(_RUNNING):
+            running.add_metric([cluster], jobs)
+            wasted.add_metric([cluster], wasted_h)
+            allocated.add_metric([cluster], allocated_h)
+        yield from (running, wasted, allocated)
+
+    def findings(self):
+        family = GaugeMetricFamily("clusterui_findings_open",
+                                   "Open findings, by kind and severity (0 where none)",
+                                   labels=["cluster", "kind", "severity"])
+        counts = {(c, k, s): n for c, k, s, n in _rows(_FINDINGS, {"open": FindingState.OPEN})}
+        clusters = {c for c, _ in _rows("SELECT name, 1 FROM inventory_cluster")}
+        clusters |= {c for c, _, _ in counts if c is not None}
+        for cluster in sorted(clusters):
+            for kind in FindingKind.values:
+                for severity in Severity.values:
+                    family.add_metric([cluster, kind, severity],
+                                      counts.get((cluster, kind, severity), 0))
+        yield family
+
+    def ingest(self, now):
+        queue = health.queue_depth()
+        up = GaugeMetricFamily("clusterui_ingest_broker_up",
+                               "1 when the broker (Redis) answered this scrape")
+        up.add_metric([], 0 if queue["error"] else 1)
+        yield up
+        for key, name, text in (
+                ("queued", "clusterui_ingest_queue_messages",
+                 "Batches waiting in the ingest queue"),
+                ("reserved", "clusterui_ingest_reserved_messages",
+                 "Batches taken by a consumer and not stored yet"),
+                ("consumers", "clusterui_ingest_consumers", "Live bulk ingest consumers"),
+                ("dead_letters", "clusterui_ingest_dead_letters",
+                 "Messages set aside in the dead-letter list (docs/operations.md)")):
+            if queue[key] is not None:
+                family = GaugeMetricFamily(name, text)
+                family.add_metric([], queue[key])
+                yield family
+        rates = health.batch_rates(now)
+        batches = GaugeMetricFamily("clusterui_ingest_batches_per_second",
+                                    "Batches stored per second over the last minute")
+        batches.add_metric([], rates["batches_per_s_1m"])
+        yield batches
+        for key, name, text in (
+                ("delay_p50_s", "clusterui_ingest_delay_p50_seconds",
+                 "Median of arrival minus send time of the last 5 minutes' batches"),
+                ("delay_max_s", "clusterui_ingest_delay_max_seconds",
+                 "Longest arrival minus send time of the last 5 minutes' batches")):
+            if rates[key] is not None:
+                family = GaugeMetricFamily(name, text)
+                family.add_metric([], float(rates[key]))
+                yield family
+        refused = {"item": 0, "batch": 0}
+        for row in health.rejected_by_reason(now - dt.timedelta(minutes=5)):
+            refused[row["scope"]] += row["count"]
+        family = GaugeMetricFamily(
+            "clusterui_ingest_refused_5m",
+            "Refused in the last 5 minutes: items inside stored batches (scope=item), whole "
+            "batches (scope=batch); reasons on the ingest health page", labels=["scope"])
+        for scope, count in refused.items():
+            family.add_metric([scope], count)
+        yield family
