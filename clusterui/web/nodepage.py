@@ -6,6 +6,7 @@ from django.db.models import Q
 from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import Job, JobGpu
 from clusterui.telemetry.series import gpu_series, nic_series, pick_step
+from clusterui.web import derived
 from clusterui.web.figures import timeseries as ts_figs
 from clusterui.web.figures.common import points_per_series
 
@@ -31,6 +32,10 @@ def allocations(node, user, start, end) -> list[dict]:
     return out
 
 
+# Charts drawn with the band from the lowest to the highest sample of any GPU.
+BANDED = ("util_pct", "sm_active_pct")
+
+
 def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
     """The node's charts and the bucket width they were read at."""
     labels = {g.id: f"GPU {g.index}" for g in gpus}
@@ -39,11 +44,21 @@ def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
     gs = gpu_series(list(labels), GPU_METRICS, start, end, step=step)
     ns = nic_series([n.id for n in nics], ("rx_bytes_per_s", "tx_bytes_per_s"), start, end,
                     step=gs.step)
+    # Where a bucket holds several samples, the lowest and highest of any GPU in it: the
+    # dips each GPU's bucket mean hides (a training step's pause) stay visible.
+    bands = {}
+    if gs.step > minimum:
+        ids = list(labels)
+        low = gpu_series(ids, BANDED, start, end, step=gs.step, agg="min")
+        high = gpu_series(ids, BANDED, start, end, step=gs.step, agg="max")
+        bands = {m: (derived.extreme_over(low, ids, m, min),
+                     derived.extreme_over(high, ids, m, max)) for m in BANDED}
     return {
         "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization (NVML) %",
-                                      y_range=ts_figs.PCT_RANGE),
+                                      y_range=ts_figs.PCT_RANGE, band=bands.get("util_pct")),
         "sm": ts_figs.per_gpu_chart(gs, "sm_active_pct", labels, y_title="SM activity (GPM) %",
-                                    y_range=ts_figs.PCT_RANGE),
+                                    y_range=ts_figs.PCT_RANGE,
+                                    band=bands.get("sm_active_pct")),
         "memory": ts_figs.per_gpu_chart(
             gs, "mem_used_mib", labels, y_title="GiB", scale=ts_figs.GIB_PER_MIB,
             capacities={g.id: g.memory_total_mib for g in gpus},

@@ -126,3 +126,27 @@ def test_ranges(client_for, busy_node):
 
 def test_unknown_node_is_404(client_for):
     assert client_for("alice").get(reverse("node-detail", args=[999999])).status_code == 404
+
+
+def test_a_training_step_pattern_keeps_its_dips_at_a_coarse_range(client_for):
+    """Two GPUs on a 4 s training step sampled every second (busy three seconds, idle one):
+    over 24 h each GPU's 5-minute mean is a flat 75 %, and the band from the lowest to the
+    highest sample of any GPU shows them touching 0 % and 100 %."""
+    from clusterui.inventory.models import Node
+
+    now = timezone.now()
+    n = f.node("gpu-step", gpus=2, latest=False)
+    Node.objects.filter(pk=n.pk).update(sample_interval_s=1.0)
+    gpus = list(n.gpus.order_by("index"))
+    start = now - dt.timedelta(hours=2)
+    job = f.job("alice", gpus=gpus, started_at=start)
+    f.gpu_samples(gpus, start, now, every_s=1, job=job,
+                  util=lambda g, k: 0.0 if k % 4 == 3 else 100.0)
+    response = client_for("alice").get(reverse("node-detail", args=[n.pk]), {"range": "24h"})
+    util = {t["name"]: t for t in response.context["charts"]["util"]["data"]}
+    for name in ("GPU 0", "GPU 1"):
+        assert all(v == pytest.approx(75.0, abs=1.0) for v in present(util[name]["y"])[1:-1])
+    assert set(present(util["any GPU, lowest to highest sample"]["y"])) == {0.0}
+    assert set(present(util["any GPU, highest sample"]["y"])) == {100.0}
+    sm = {t["name"] for t in response.context["charts"]["sm"]["data"]}
+    assert "any GPU, lowest to highest sample" in sm  # SM activity is 0.8 x utilization

@@ -55,13 +55,17 @@ def _line(axis: dict, values, name: str, colour: str, *, width=1.6, dash="solid"
 
 def per_gpu_chart(series, metric: str, labels: dict[int, str], *, y_title: str,
                   scale: float = 1.0, y_range=None, capacities: dict[int, float] | None = None,
-                  capacity_label: str = "capacity {:,.0f}", hover_format: str = ".0f"
-                  ) -> go.Figure | None:
+                  capacity_label: str = "capacity {:,.0f}", hover_format: str = ".0f",
+                  band: tuple[list, list] | None = None) -> go.Figure | None:
     """One trace per GPU (``labels``: gpu id -> name, in display order); optional dashed
     lines at the GPUs' capacity (memory size, power limit), one per distinct value,
-    labelled by ``capacity_label`` (a format string)."""
+    labelled by ``capacity_label`` (a format string). ``band``: (lowest, highest) sample of
+    any of the GPUs per bucket, shaded behind the lines (``band_traces``)."""
     axis = time_axis(series)
     traces = []
+    if band is not None:
+        traces += band_traces(axis, band[0], band[1], "any GPU", "#555555", scale=scale,
+                              hover_format=hover_format)
     for i, (gpu_id, label) in enumerate(labels.items()):
         values = series.values.get(gpu_id, {}).get(metric, [])
         if has_values(values):
