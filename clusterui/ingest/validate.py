@@ -352,8 +352,13 @@ def _gpus(batch: Batch, value) -> None:
             if err:
                 problems.append(f"{key} {err}")
                 clean[key] = ""
-        mig = entry.get("mig_mode")
+        # The collector sends MIG mode as ``mig_enabled`` (nvmlDeviceGetMigMode's current
+        # mode); it is stored as the GPU's ``mig_mode``.
+        mig = entry.get("mig_enabled")
         clean["mig_mode"] = mig if isinstance(mig, bool) else None
+        if mig is not None and not isinstance(mig, bool):
+            problems.append("mig_enabled must be true, false or null, got "
+                            f"{type(mig).__name__}")
         for problem in problems:  # the GPU is kept; only the bad attribute is dropped
             batch.reject(f"gpus: {problem}", where)
         # Samples and jobs refer to a GPU by its position in this batch's list.

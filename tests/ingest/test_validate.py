@@ -126,3 +126,14 @@ def test_strings_that_postgres_cannot_store_are_refused():
     assert batch.rejected["events: kind contains a NUL character"] == 1
     assert batch.jobs["812345"]["name"] == ""  # the job itself is kept
     assert batch.events == []
+
+
+def test_mig_mode_is_read_from_the_field_the_collector_sends():
+    envelope = example_batch()
+    envelope["gpus"][0]["mig_enabled"] = True
+    envelope["gpus"][1]["mig_enabled"] = "yes"
+    batch = validate_batch(envelope, now=NOW)
+    assert batch.gpus[0]["mig_mode"] is True
+    assert batch.rejected["gpus: mig_enabled must be true, false or null, got str"] == 1
+    assert batch.gpus[1]["mig_mode"] is None  # the GPU is kept without it
+    assert len(batch.gpu_rows) == 4
