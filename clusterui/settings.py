@@ -349,6 +349,18 @@ DETECTOR_BNB_SM_PCT = env_float("DETECTOR_BNB_SM_PCT", 20.0, minimum=0, maximum=
 DETECTOR_THROTTLE_SHARE = env_float("DETECTOR_THROTTLE_SHARE", 0.3, minimum=0.01, maximum=1)
 DETECTOR_THROTTLE_CLOCK_PCT = env_float("DETECTOR_THROTTLE_CLOCK_PCT", 90.0, minimum=1,
                                         maximum=100)
+# Stragglers in multi-node jobs: a node busier than its peers' median by this many points
+# (they wait for it); a throttled node needs the peers to wait at least WAIT_GAP points; a
+# node whose fabric traffic is at most FABRIC_RATIO of its peers' median, where theirs is at
+# least FABRIC_MIN_PCT of capacity.
+DETECTOR_STRAGGLER_BUSY_GAP_PCT = env_float("DETECTOR_STRAGGLER_BUSY_GAP_PCT", 15.0, minimum=1,
+                                            maximum=100)
+DETECTOR_STRAGGLER_WAIT_GAP_PCT = env_float("DETECTOR_STRAGGLER_WAIT_GAP_PCT", 5.0, minimum=0,
+                                            maximum=100)
+DETECTOR_STRAGGLER_FABRIC_RATIO = env_float("DETECTOR_STRAGGLER_FABRIC_RATIO", 0.5,
+                                            minimum=0.01, maximum=0.99)
+DETECTOR_STRAGGLER_FABRIC_MIN_PCT = env_float("DETECTOR_STRAGGLER_FABRIC_MIN_PCT", 10.0,
+                                              minimum=0, maximum=100)
 DETECTOR_WASTE_WARNING_GPU_H = env_float("DETECTOR_WASTE_WARNING_GPU_H", 2.0, minimum=0)
 DETECTOR_WASTE_CRITICAL_GPU_H = env_float("DETECTOR_WASTE_CRITICAL_GPU_H", 50.0,
                                           minimum=DETECTOR_WASTE_WARNING_GPU_H)

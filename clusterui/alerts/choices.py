@@ -29,6 +29,7 @@ CATEGORY_HELP = {
     FindingKind.INPUT_BOUND: "GPUs wait while the job's CPUs are saturated (data loading).",
     FindingKind.THROTTLING: "GPU clocks are held down by temperature or power limits.",
     FindingKind.GPU_ERRORS: "The GPU driver reported errors (Xid) on a job's GPUs.",
+    FindingKind.STRAGGLER: "One node of a multi-node job holds the others back.",
     DIGEST: "The administrators' daily summary: top waste and open findings.",
 }
 

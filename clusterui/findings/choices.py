@@ -9,6 +9,7 @@ class FindingKind(models.TextChoices):
     BUSY_NOT_BUSY = "busy_not_busy", "Looks busy but is not"
     THROTTLING = "throttling", "Thermal or power throttling"
     GPU_ERRORS = "gpu_errors", "GPU errors"
+    STRAGGLER = "straggler", "Straggler node"
 
 
 class Severity(models.TextChoices):

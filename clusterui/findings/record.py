@@ -21,7 +21,7 @@ from clusterui.findings.detectors.base import Decision
 from clusterui.findings.models import Finding
 
 UPDATE_FIELDS = ["severity", "window_start", "window_end", "last_seen", "evidence",
-                 "wasted_gpu_hours", "title", "explanation", "suggestion", "gpu"]
+                 "wasted_gpu_hours", "title", "explanation", "suggestion", "gpu", "node"]
 CLOSE_FIELDS = ["state", "closed_at"]
 
 
@@ -80,7 +80,8 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: 
                     closes.append(found)
                 continue
             d, window_start = decided
-            node_id = gpu_nodes.get(d.gpu_id, v.node_id) if d.gpu_id else v.node_id
+            node_id = d.node_id or (gpu_nodes.get(d.gpu_id, v.node_id) if d.gpu_id
+                                    else v.node_id)
             note = late_notes.get(v.job_id) if v.job_id is not None else None
             if found is None and note is not None:
                 found = _closed_within(v.job_id, kind, window_start)
@@ -108,6 +109,7 @@ def apply(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], close_after_s: 
             if found in reopened:
                 found.explanation += note
             found.suggestion, found.gpu_id = d.suggestion, d.gpu_id
+            found.node_id = node_id
             updates.append(found)
     Finding.objects.bulk_create(creates)
     bulk.update_rows(reopened, CLOSE_FIELDS)
@@ -136,7 +138,8 @@ def open_late(verdicts: list[Verdict], *, gpu_nodes: dict[int, int], notes: dict
                 Q(state=FindingState.OPEN) | Q(closed_at__gte=window_start)).exists()
             if covered:
                 continue
-            node_id = gpu_nodes.get(d.gpu_id, v.node_id) if d.gpu_id else v.node_id
+            node_id = d.node_id or (gpu_nodes.get(d.gpu_id, v.node_id) if d.gpu_id
+                                    else v.node_id)
             creates.append(Finding(
                 kind=kind, severity=d.severity, state=FindingState.OPEN, job_id=v.job_id,
                 node_id=node_id, gpu_id=d.gpu_id, window_start=window_start,

@@ -58,6 +58,10 @@ class Thresholds:
     bnb_sm_pct: float = 20.0
     throttle_share: float = 0.3
     throttle_clock_pct: float = 90.0
+    straggler_busy_gap_pct: float = 15.0
+    straggler_wait_gap_pct: float = 5.0
+    straggler_fabric_ratio: float = 0.5
+    straggler_fabric_min_pct: float = 10.0
     waste_warning_gpu_h: float = 2.0
     waste_critical_gpu_h: float = 50.0
 
@@ -85,6 +89,10 @@ class Thresholds:
             bnb_sm_pct=settings.DETECTOR_BNB_SM_PCT,
             throttle_share=settings.DETECTOR_THROTTLE_SHARE,
             throttle_clock_pct=settings.DETECTOR_THROTTLE_CLOCK_PCT,
+            straggler_busy_gap_pct=settings.DETECTOR_STRAGGLER_BUSY_GAP_PCT,
+            straggler_wait_gap_pct=settings.DETECTOR_STRAGGLER_WAIT_GAP_PCT,
+            straggler_fabric_ratio=settings.DETECTOR_STRAGGLER_FABRIC_RATIO,
+            straggler_fabric_min_pct=settings.DETECTOR_STRAGGLER_FABRIC_MIN_PCT,
             waste_warning_gpu_h=settings.DETECTOR_WASTE_WARNING_GPU_H,
             waste_critical_gpu_h=settings.DETECTOR_WASTE_CRITICAL_GPU_H,
         )

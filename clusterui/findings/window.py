@@ -70,6 +70,7 @@ class GpuWindow:
     throttled_clock_mhz: float | None = None
     free_clock_max_mhz: float | None = None
     wasted_gpu_hours: float = 0.0  # since the job started (from its efficiency)
+    node_id: int | None = None
 
     @property
     def activity(self) -> float | None:
@@ -108,6 +109,8 @@ class JobWindow:
     gpu_hours_wasted: float = 0.0
     # Highest SM clock each GPU model reached busy and unthrottled, cluster-wide, this pass.
     reference_clock_mhz: dict[str, float] = field(default_factory=dict)
+    # Multi-node jobs: each node's fabric NIC traffic over the window, mean % of capacity.
+    node_fabric: dict[str, float] = field(default_factory=dict)
 
     @property
     def span_s(self) -> float:
@@ -202,6 +205,30 @@ CROSS JOIN LATERAL (
 GROUP BY 1
 """
 
+_NODE_FABRIC_SQL = """
+SELECT job_id, node_id, avg(util)
+FROM (
+    SELECT w.job_id, w.node_id, n.ts,
+           100.0 * sum(GREATEST(n.rx_bytes_per_s, n.tx_bytes_per_s))
+                 / NULLIF(sum(f.cap) FILTER (WHERE n.rx_bytes_per_s IS NOT NULL
+                                              OR n.tx_bytes_per_s IS NOT NULL), 0) AS util
+    FROM unnest(%s::int[], %s::int[], %s::timestamptz[], %s::timestamptz[])
+        AS w(job_id, node_id, t0, t1)
+    JOIN unnest(%s::int[], %s::int[], %s::float8[]) AS f(node_id, nic_id, cap)
+        ON f.node_id = w.node_id
+    -- NIC samples stay raw (never packed), so the window reads them directly; one index
+    -- range scan on (nic_id, ts) per port.
+    CROSS JOIN LATERAL (
+        SELECT * FROM telemetry_nicsample n
+        WHERE n.nic_id = f.nic_id AND n.ts > w.t0 AND n.ts <= w.t1
+        OFFSET 0
+    ) n
+    GROUP BY 1, 2, 3
+) per_sample
+WHERE util IS NOT NULL
+GROUP BY 1, 2
+"""
+
 _EVENTS_SQL = """
 SELECT w.job_id, e.ts, e.gpu_id, e.kind, e.code, e.message
 FROM unnest(%s::int[], %s::int[], %s::timestamptz[], %s::timestamptz[])
@@ -216,8 +243,11 @@ def _div(a, b):
 
 
 def read_windows(windows: list[JobWindow], gpus_of: dict[int, list[GpuInfo]],
-                 event_start: dict[int, dt.datetime]) -> None:
-    """Fill ``windows`` (start and end set) from their slices and events, in place."""
+                 event_start: dict[int, dt.datetime],
+                 fabric: dict[int, list[tuple[int, float]]] | None = None) -> None:
+    """Fill ``windows`` (start and end set) from their slices and events, in place;
+    multi-node windows also get each node's fabric traffic (``fabric``: node -> its fabric
+    NICs, as the runner picks them)."""
     if not windows:
         return
     by_id = {w.job_id: w for w in windows}
@@ -238,7 +268,7 @@ def read_windows(windows: list[JobWindow], gpus_of: dict[int, list[GpuInfo]],
                 samples=n, util_mean=_div(util_s, util_n), sm_mean=_div(sm_s, sm_n),
                 busy_mean=_div(busy_s, busy_n), throttled_share=thr / n,
                 throttle_bits=bits or 0, throttled_clock_mhz=_div(thr_clock_s, thr_clock_n),
-                free_clock_max_mhz=free_max,
+                free_clock_max_mhz=free_max, node_id=g.node_id,
             )
             gw.nvlink = Traffic(
                 samples=nvl_n, mean=_div(nvl_s, nvl_n), peak=nvl_max,
@@ -263,5 +293,30 @@ def read_windows(windows: list[JobWindow], gpus_of: dict[int, list[GpuInfo]],
                 g = info[(job_id, gpu_id)]
                 by_id[job_id].events.append(GpuEventRow(ts, gpu_id, g.node, g.index, kind,
                                                         code, message))
+        _read_node_fabric(cur, windows, gpus_of, fabric or {})
     for w in windows:
         w.gpus.sort(key=lambda g: (g.node, g.index))
+
+
+def _read_node_fabric(cur, windows, gpus_of, fabric) -> None:
+    rows, names = [], {}
+    for w in windows:
+        if w.nodes < 2:
+            continue
+        for g in gpus_of.get(w.job_id, ()):
+            if g.node_id not in names:
+                names[g.node_id] = g.node
+            if (w.job_id, g.node_id) not in rows and fabric.get(g.node_id):
+                rows.append((w.job_id, g.node_id))
+    rows = sorted(set(rows))
+    if not rows:
+        return
+    by_id = {w.job_id: w for w in windows}
+    nics = [(node, nic, cap) for node in sorted({n for _, n in rows})
+            for nic, cap in fabric[node]]
+    cur.execute(_NODE_FABRIC_SQL, [
+        [j for j, _ in rows], [n for _, n in rows], [by_id[j].start for j, _ in rows],
+        [by_id[j].end for j, _ in rows], [x[0] for x in nics], [x[1] for x in nics],
+        [x[2] for x in nics]])
+    for job_id, node_id, util in cur.fetchall():
+        by_id[job_id].node_fabric[names[node_id]] = util

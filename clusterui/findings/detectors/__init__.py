@@ -13,11 +13,13 @@ from clusterui.findings.detectors import (
     idle_gpu,
     input_bound,
     low_utilization,
+    straggler,
     throttling,
 )
 from clusterui.findings.detectors.base import Decision
 
-WINDOW_DETECTORS = (low_utilization, idle_gpu, comm_bound, input_bound, throttling)
+WINDOW_DETECTORS = (low_utilization, idle_gpu, comm_bound, input_bound, throttling,
+                    straggler)
 RETIRED_KINDS = frozenset({FindingKind.BUSY_NOT_BUSY})
 
 __all__ = ["RETIRED_KINDS", "WINDOW_DETECTORS", "Decision", "gpu_errors"]

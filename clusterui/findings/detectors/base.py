@@ -19,6 +19,7 @@ class Decision:
     evidence: dict = field(default_factory=dict)
     wasted_gpu_hours: float = 0.0
     gpu_id: int | None = None
+    node_id: int | None = None  # the node it is about, where not one GPU's (a straggler)
 
 
 def severity_from_waste(gpu_hours: float, t: Thresholds) -> str:
