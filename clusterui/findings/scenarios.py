@@ -5,7 +5,9 @@ the real collector, ingest and detector pass, and scored against the findings ex
 case, samples them with the real ``collectors.agent.Agent`` every ``interval`` seconds,
 stores each batch with ``ingest_envelope``, runs one detector pass at the end and compares
 the kinds raised for each job with the case's expected set: for the simulator's scenarios
-``collectors.sim.scenarios.EXPECTED_FINDINGS``, and for the negative cases nothing.
+``collectors.sim.scenarios.EXPECTED_FINDINGS``, and for the negative cases nothing. A
+straggler finding must also name the node the scenario slowed down
+(``collectors.sim.scenarios.straggler_rank``).
 
 Jobs start well before the data (past the grace period), except the grace cases, which
 start minutes before the end and must raise nothing. It writes to the configured database:
@@ -32,7 +34,7 @@ from clusterui.ingest.tasks import ingest_envelope
 from clusterui.jobs.models import Job
 from collectors.sim.hardware import A100_PCIE, H100_SXM
 from collectors.sim.node import SimJob, SimNode
-from collectors.sim.scenarios import EXPECTED_FINDINGS, Scenario
+from collectors.sim.scenarios import EXPECTED_FINDINGS, STRAGGLERS, Scenario, straggler_rank
 from collectors.sim.signals import mix
 
 # The kinds the pass raises (a retired kind is only on findings stored before it was).
@@ -80,11 +82,22 @@ CASES: tuple[Case, ...] = (
          model=A100_PCIE.name),
     Case("input_bound_a100", S.INPUT_BOUND, model=A100_PCIE.name),
     Case("thermal_throttle_a100", S.THERMAL_THROTTLE, model=A100_PCIE.name),
+    # Multi-node jobs in lockstep with one slow node: busy while the others wait, thermally
+    # throttled, or on a degraded fabric link.
+    Case("straggler_slow_node", S.STRAGGLER_SLOW_NODE, gpus=8, nodes=3),
+    Case("straggler_throttled", S.STRAGGLER_THROTTLED, gpus=8, nodes=3),
+    Case("straggler_slow_link", S.STRAGGLER_SLOW_LINK, gpus=8, nodes=3),
+    Case("straggler_slow_node_a100", S.STRAGGLER_SLOW_NODE, gpus=8, nodes=2,
+         model=A100_PCIE.name),
+    Case("comm_bound_4nodes", S.COMM_BOUND_MULTINODE, gpus=8, nodes=4),
     # Negatives: healthy multi-node jobs with high traffic, moderately busy jobs, and jobs
     # inside their grace period.
     Case("healthy_multinode_a100", S.HEALTHY_MULTINODE, gpus=8, nodes=2,
          model=A100_PCIE.name, negative=True),
     Case("moderate_a100", S.MODERATE, gpus=4, model=A100_PCIE.name, negative=True),
+    # Healthy lockstep multi-node jobs: nodes that wait for each other alike, no straggler.
+    Case("healthy_lockstep_4nodes", S.HEALTHY_MULTINODE, gpus=8, nodes=4, negative=True),
+    Case("moderate_lockstep_3nodes", S.MODERATE, gpus=8, nodes=3, negative=True),
     Case("idle_in_grace", S.IDLE, started_before_s=-240.0, negative=True),
     Case("idle_gpus_in_grace", S.IDLE_GPUS, gpus=8, started_before_s=-240.0, negative=True),
     Case("comm_bound_in_grace", S.COMM_BOUND_NVLINK, gpus=8, started_before_s=-240.0,
@@ -98,9 +111,13 @@ class CaseResult:
     interval: float
     job_id: str
     raised: set[str]
+    straggler_node: str | None = None  # the node the scenario slowed down
+    named_node: str | None = None  # the node a straggler finding named
 
     @property
     def correct(self) -> bool:
+        if "straggler" in self.raised and self.named_node != self.straggler_node:
+            return False
         return self.raised == self.case.expected
 
 
@@ -246,15 +263,21 @@ def run_suite(interval: float, *, end: float | None = None, seed: int = 7,
         if not run_pass(now=now, thresholds=t).behind:
             break
     raised: dict[str, set[str]] = {}
-    for external_id, kind in Finding.objects.filter(
-            job__cluster__name=cluster).values_list("job__external_id", "kind"):
+    named: dict[str, str] = {}
+    for external_id, kind, node in Finding.objects.filter(
+            job__cluster__name=cluster).values_list("job__external_id", "kind", "node__name"):
         raised.setdefault(external_id, set()).add(kind)
+        if kind == FindingKind.STRAGGLER:
+            named[external_id] = node
     known = set(Job.objects.filter(cluster__name=cluster).values_list("external_id", flat=True))
     for case in cases:
         job = jobs[case.name]
         if job.id not in known:
             raise RuntimeError(f"scenario job {job.id} was not stored")
-        result.results.append(CaseResult(case, interval, job.id, raised.get(job.id, set())))
+        slow = (job.nodes[straggler_rank(job.seed, len(job.nodes))]
+                if case.scenario in STRAGGLERS else None)
+        result.results.append(CaseResult(case, interval, job.id, raised.get(job.id, set()),
+                                         slow, named.get(job.id)))
     result.seconds = time.perf_counter() - began
     return result
 
@@ -320,8 +343,12 @@ def report(suites: list[SuiteResult]) -> str:
             expected = ", ".join(sorted(r.case.expected)) or "nothing"
             raised = ", ".join(sorted(r.raised)) or "nothing"
             mark = "ok   " if r.correct else "WRONG"
+            node = ""
+            if r.straggler_node or r.named_node:
+                node = (f" (slow node {r.straggler_node or 'none'}, named "
+                        f"{r.named_node or 'none'})")
             lines.append(f"  {mark} {s.interval:>3g} s  {r.case.name:<27} expected {expected}; "
-                         f"raised {raised}")
+                         f"raised {raised}{node}")
     lines.append("")
     lines.append(f"{sum(len(s.results) for s in suites) - len(wrong)} of "
                  f"{sum(len(s.results) for s in suites)} cases classified correctly.")

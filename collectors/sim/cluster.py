@@ -88,11 +88,17 @@ ARRIVAL_WEIGHTS = {
     Scenario.THERMAL_THROTTLE: 1,
     Scenario.POWER_THROTTLE: 1,
     Scenario.XID: 1,
+    Scenario.STRAGGLER_SLOW_NODE: 1,
+    Scenario.STRAGGLER_THROTTLED: 1,
+    Scenario.STRAGGLER_SLOW_LINK: 1,
 }
 # At the start every scenario runs once, the rarest allocations first.
 INITIAL_ORDER = (
     Scenario.COMM_BOUND_MULTINODE,
     Scenario.HEALTHY_MULTINODE,
+    Scenario.STRAGGLER_SLOW_NODE,
+    Scenario.STRAGGLER_THROTTLED,
+    Scenario.STRAGGLER_SLOW_LINK,
     Scenario.COMM_BOUND_NVLINK,
     Scenario.IDLE_GPUS,
     Scenario.BUSY_NOT_BUSY,
@@ -269,7 +275,8 @@ class ClusterSim:
         rng.shuffle(order)
         gpn = self.gpus_per_node
         if scenario in MULTINODE:
-            want = rng.choice((2, 2, 3, 4))
+            # At the start two nodes each, so every multi-node scenario fits a small cluster.
+            want = 2 if initial else rng.choice((2, 2, 3, 4))
             full = [i for i in order if len(free[i]) == gpn and self._fits(scenario, i)]
             if len(full) < 2:
                 return None

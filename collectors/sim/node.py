@@ -213,7 +213,8 @@ class SimNode:
         gpus = tuple(gpus)
         first = node_rank * job.gpus_per_node
         behaviours = tuple(
-            behaviour(job.scenario, self.model, job.seed, first + i, job.nranks)
+            behaviour(job.scenario, self.model, job.seed, first + i, job.nranks,
+                      job.gpus_per_node)
             for i in range(len(gpus))
         )
         pids = tuple(1000 + mix(job.seed, self.key, g) % 3_000_000 for g in gpus)

@@ -35,6 +35,15 @@ kind outside the set is one it must not raise.
   clock ~1600 MHz on an H100: 81 % of the max): throttling.
   Both otherwise busy (util ~92 %).
 - XID (healthy, plus an Xid event every few minutes: 79, 48, 94, ...): gpu_errors.
+- Stragglers: multi-node jobs in lockstep where one node (`straggler_rank`) holds the
+  others back. STRAGGLER_SLOW_NODE: its GPUs compute slower (clocks locked low, no throttle
+  reason) and are busy all step (SM ~78 %) while the peers compute ~60 % of each step and
+  wait the rest, all at the same moments (SM ~48 %): straggler. STRAGGLER_THROTTLED: the
+  same, its GPUs thermally throttled (SwThermal + HwThermal, 2/3 of the max clock): straggler
+  and throttling. STRAGGLER_SLOW_LINK: every GPU computes ~75 % of each step and
+  communicates the rest; the node's fabric port carries ~30 % of what its peers' do (a
+  degraded link): straggler. All stay busier than the communication-bound and
+  low-utilization thresholds.
 """
 
 from __future__ import annotations
@@ -61,6 +70,9 @@ class Scenario(enum.StrEnum):
     POWER_THROTTLE = "power_throttle"
     XID = "xid"
     MODERATE = "moderate"
+    STRAGGLER_SLOW_NODE = "straggler_slow_node"
+    STRAGGLER_THROTTLED = "straggler_throttled"
+    STRAGGLER_SLOW_LINK = "straggler_slow_link"
 
 
 FINDING_KINDS = (
@@ -70,6 +82,7 @@ FINDING_KINDS = (
     "input_bound",
     "throttling",
     "gpu_errors",
+    "straggler",
 )
 
 EXPECTED_FINDINGS: dict[Scenario, set[str]] = {
@@ -86,10 +99,15 @@ EXPECTED_FINDINGS: dict[Scenario, set[str]] = {
     Scenario.POWER_THROTTLE: {"throttling"},
     Scenario.XID: {"gpu_errors"},
     Scenario.MODERATE: set(),
+    Scenario.STRAGGLER_SLOW_NODE: {"straggler"},
+    Scenario.STRAGGLER_THROTTLED: {"straggler", "throttling"},
+    Scenario.STRAGGLER_SLOW_LINK: {"straggler"},
 }
 
 # What a scenario needs from its allocation (the scheduler respects it).
-MULTINODE = {Scenario.COMM_BOUND_MULTINODE, Scenario.HEALTHY_MULTINODE}
+STRAGGLERS = {Scenario.STRAGGLER_SLOW_NODE, Scenario.STRAGGLER_THROTTLED,
+              Scenario.STRAGGLER_SLOW_LINK}
+MULTINODE = {Scenario.COMM_BOUND_MULTINODE, Scenario.HEALTHY_MULTINODE} | STRAGGLERS
 NEEDS_FULL_NODE = MULTINODE | {Scenario.COMM_BOUND_NVLINK, Scenario.IDLE_GPUS}
 NEEDS_HOPPER = {Scenario.COMM_BOUND_NVLINK, Scenario.BUSY_NOT_BUSY}
 
@@ -232,8 +250,15 @@ def _power(model: GpuModel, util: Wave, sm: Wave) -> Lin:
     return Lin(model.idle_power_w, ((0.22 * span / 100, util), (0.7 * span / 100, sm)))
 
 
-def behaviour(scenario: Scenario, model: GpuModel, seed: int, rank: int, nranks: int) -> Behaviour:
-    """The behaviour of GPU `rank` (0..nranks-1, across nodes) of a job with `seed`."""
+def straggler_rank(seed: int, nodes: int) -> int:
+    """Which node (its rank in the job) holds a straggler scenario's job back."""
+    return int(unit(seed, 38) * nodes)
+
+
+def behaviour(scenario: Scenario, model: GpuModel, seed: int, rank: int, nranks: int,
+              gpus_per_node: int | None = None) -> Behaviour:
+    """The behaviour of GPU `rank` (0..nranks-1, across nodes, `gpus_per_node` on each) of
+    a job with `seed`."""
     s = Scenario(scenario)
     key = seed * 1000 + rank
     period = _r(seed, 1, 2.5, 3.5)  # training step, s
@@ -314,6 +339,26 @@ def behaviour(scenario: Scenario, model: GpuModel, seed: int, rank: int, nranks:
         sm = steady(_r(seed, 10, 72, 78), 2.0)
         ib = stepped(0.86, 0.56, 0.5, 0.02)
         nvlink = stepped(0.40, 0.15, 0.5, 0.02)
+    elif s in STRAGGLERS:
+        per_node = gpus_per_node or nranks
+        odd = rank // per_node == straggler_rank(seed, max(1, nranks // per_node))
+        # Lockstep: every node's step has the same period and phase; a peer computes the
+        # first `duty` of the step and waits for the others (or communicates) the rest.
+        duty = {Scenario.STRAGGLER_SLOW_NODE: 0.6, Scenario.STRAGGLER_THROTTLED: 0.64,
+                Scenario.STRAGGLER_SLOW_LINK: 0.75}[s]
+        if odd and s is not Scenario.STRAGGLER_SLOW_LINK:
+            util = steady(96.0, 1.0)  # computes the whole step: the others wait for it
+            sm = steady(_r(seed, 10, 76, 80), 1.5)
+            throttling = "thermal" if s is Scenario.STRAGGLER_THROTTLED else ""
+        else:
+            util = stepped(96.0, 4.0, duty, 1.0)
+            sm = stepped(_r(seed, 10, 76, 80), 2.0, duty, 1.0)
+        # Gradients move in the part of the step a peer does not compute; the degraded
+        # link of the slow-link node carries 30 % of what its peers' do.
+        ib = stepped(0.05, 0.7, duty, 0.01)
+        if odd and s is Scenario.STRAGGLER_SLOW_LINK:
+            ib = stepped(0.015, 0.21, duty, 0.005)
+        nvlink = stepped(0.05, 0.3, duty, 0.01)
     else:  # pragma: no cover - every member is handled above
         raise ValueError(s)
 

@@ -6,7 +6,7 @@ from django.core.management import CommandError, call_command
 
 from clusterui.findings import scenarios
 from clusterui.jobs.models import Job
-from collectors.sim.scenarios import Scenario
+from collectors.sim.scenarios import STRAGGLERS, Scenario
 
 
 def test_every_simulator_scenario_has_a_case_and_negatives_are_included():
@@ -16,6 +16,11 @@ def test_every_simulator_scenario_has_a_case_and_negatives_are_included():
     assert any("healthy_multinode" in n for n in negatives)
     assert any("grace" in n for n in negatives)
     assert any("moderate" in n for n in negatives)
+    # Multi-node jobs with one slow node, and healthy lockstep multi-node negatives.
+    stragglers = [c for c in scenarios.CASES if "straggler" in c.expected]
+    assert {c.scenario for c in stragglers} == STRAGGLERS
+    assert all(c.nodes >= 2 for c in stragglers)
+    assert any(c.nodes >= 3 and c.negative for c in scenarios.CASES)
 
 
 @pytest.mark.slow
@@ -29,6 +34,13 @@ def test_the_scenarios_are_classified_without_error(interval):
     matrix = scenarios.confusion(suite.results)
     assert all(c.fp == 0 and c.fn == 0 for c in matrix.values())
     assert all(c.tp > 0 for c in matrix.values())  # every kind is exercised
+    # Each straggler finding names the node the scenario slowed down, and only those cases
+    # raise one.
+    named = {r.case.name: (r.straggler_node, r.named_node) for r in suite.results
+             if "straggler" in r.raised}
+    assert set(named) == {c.name for c in scenarios.CASES if "straggler" in c.expected}
+    for case, (slow, node) in named.items():
+        assert slow is not None and node == slow, case
 
 
 def test_the_report_prints_precision_and_recall_per_kind():

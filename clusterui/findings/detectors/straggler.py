@@ -177,7 +177,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     # The node with the most evidence; a cause (throttling) before a symptom.
     order = {"throttled": 0, "busy": 1, "fabric": 2}
     name = min(found, key=lambda k: (-len(found[k]), min(order[r] for r in found[k])))
-    reasons = found[name]
+    reasons = sorted(found[name], key=order.get)
     odd = next(n for n in nodes if n.name == name)
     peers = [n for n in nodes if n is not odd]
     return _decision(w, t, odd, peers, reasons,

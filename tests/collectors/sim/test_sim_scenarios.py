@@ -6,7 +6,15 @@ import statistics
 
 import pytest
 
-from collectors.sim.scenarios import EXPECTED_FINDINGS, FINDING_KINDS, Scenario
+from collectors.sim.hardware import H100_SXM
+from collectors.sim.scenarios import (
+    EXPECTED_FINDINGS,
+    FINDING_KINDS,
+    STRAGGLERS,
+    Scenario,
+    behaviour,
+    straggler_rank,
+)
 
 # (interval, duration): 1 s shows the bursts sample by sample; 10 s shows the means.
 RATES = [pytest.param(1, 180, id="1s"), pytest.param(10, 1200, id="10s")]
@@ -140,3 +148,26 @@ def test_xid(run_job, interval, duration):
 def test_moderate(run_job, interval, duration):
     run = run_job(Scenario.MODERATE, interval, duration * 2, gpus=2)
     assert 40 < mean(run.series("util_pct")) < 80
+
+
+@pytest.mark.parametrize("scenario", sorted(STRAGGLERS))
+def test_a_straggler_job_has_one_slow_node_and_peers_in_lockstep(scenario):
+    nodes, per_node, seed = 3, 8, 11
+    slow = straggler_rank(seed, nodes)
+    gpus = [behaviour(scenario, H100_SXM, seed, r, nodes * per_node, per_node)
+            for r in range(nodes * per_node)]
+    sm = [statistics.mean(g.sm.mean(0, 600) for g in gpus[n * per_node:(n + 1) * per_node])
+          for n in range(nodes)]
+    ib = [gpus[n * per_node].ib.mean(0, 600) for n in range(nodes)]
+    peers = [n for n in range(nodes) if n != slow]
+    if scenario == Scenario.STRAGGLER_SLOW_LINK:
+        assert ib[slow] < 0.5 * min(ib[p] for p in peers)
+        assert max(sm) - min(sm) < 1  # every node computes alike
+    else:
+        assert sm[slow] > max(sm[p] for p in peers) + 20
+        assert max(ib) - min(ib) < 0.01
+    # Lockstep: the peers' steps start and end at the same moments.
+    for t in (0.3, 1.7, 2.9):
+        assert len({gpus[p * per_node].util.value(t) for p in peers}) == 1
+    throttled = gpus[slow * per_node].throttling
+    assert throttled == ("thermal" if scenario == Scenario.STRAGGLER_THROTTLED else "")
