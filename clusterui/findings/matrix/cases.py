@@ -7,7 +7,9 @@ with noise and a training-step ripple; ``generate`` turns that into what a colle
 at 1 to 60 s. Near-threshold negatives sit a few points on the right side of each threshold
 (mean activity 31 % against 25 %, an idle GPU at 8 % against 5 %, busy 56 % against 50 %
 with saturated links, 75 % of the cores against 85 %), and busy jobs with heavy NVLink or
-fabric traffic must raise nothing.
+fabric traffic must raise nothing. Multi-node jobs with one slow node (``slow_node``, its
+rank) must raise a straggler finding that names it; lockstep jobs whose nodes run alike, or
+differ by less than the thresholds, must not.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ class NodeSignal:
     cpu: np.ndarray  # host cores used, share of the cores allocated (per node)
 
 
-Signal = Callable[[np.random.Generator, int, int, "Case"], NodeSignal]
+# (rng, seconds, GPUs per node, the case, the node's rank in the job) -> the node's signal
+Signal = Callable[..., NodeSignal]
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class Case:
     nodes: int = 1
     minutes: float | None = None  # shorter than the run: it ends when the others do
     xid_after_s: float | None = None  # an Xid 79 on GPU 0 this long after the start
+    slow_node: int | None = None  # the rank of the node that holds the others back
 
     @property
     def negative(self) -> bool:
@@ -83,7 +87,8 @@ def steady(sm, util=None, *, sd=4.0, nvlink=0.02, fabric=0.01, cpu=0.15, clock=N
     """GPUs at ``sm`` % SM activity (``util`` % NVML, default a little above it), with noise
     and a step ripple; links and host CPUs at the given shares."""
 
-    def make(rng: np.random.Generator, seconds: int, gpus: int, case: Case) -> NodeSignal:
+    def make(rng: np.random.Generator, seconds: int, gpus: int, case: Case,
+             rank: int = 0) -> NodeSignal:
         shape = (gpus, seconds)
         sms = per_gpu_sm or [sm] * gpus
         utils = per_gpu_util or [util] * gpus
@@ -110,19 +115,31 @@ def steady(sm, util=None, *, sd=4.0, nvlink=0.02, fabric=0.01, cpu=0.15, clock=N
 
 
 def throttled(sm, *, reasons: int, clock_share: float, share: float = 1.0,
-              util=None) -> Signal:
-    """GPU 0 held at ``clock_share`` of its model's top clock by ``reasons`` for ``share`` of
-    the time (in bursts of a minute or so); the other GPUs run free at the top clock."""
-    base = steady(sm, util)
+              util=None, every_gpu: bool = False, **kw) -> Signal:
+    """GPU 0 (``every_gpu``: each GPU) held at ``clock_share`` of its model's top clock by
+    ``reasons`` for ``share`` of the time (in bursts of a minute or so); the other GPUs run
+    free at the top clock."""
+    base = steady(sm, util, **kw)
 
-    def make(rng, seconds, gpus, case):
+    def make(rng, seconds, gpus, case, rank=0):
         s = base(rng, seconds, gpus, case)
         period = 100
         held = (np.arange(seconds) % period) < round(share * period)
-        s.throttle[0] = np.where(held, reasons, 0)
-        s.clock[0] = np.where(held, case.gpu.max_clock_mhz * clock_share + rng.normal(
-            0, 10, seconds), s.clock[0])
+        for i in range(gpus if every_gpu else 1):
+            s.throttle[i] = np.where(held, reasons, 0)
+            s.clock[i] = np.where(held, case.gpu.max_clock_mhz * clock_share + rng.normal(
+                0, 10, seconds), s.clock[i])
         return s
+
+    return make
+
+
+def one_node(slow: Signal, peers: Signal) -> Signal:
+    """The case's ``slow_node`` does ``slow``; every other node does ``peers``. The step
+    ripple is the same on every node: they run in lockstep."""
+
+    def make(rng, seconds, gpus, case, rank=0):
+        return (slow if rank == case.slow_node else peers)(rng, seconds, gpus, case, rank)
 
     return make
 
@@ -133,8 +150,9 @@ def fake_busy(sm, util) -> Signal:
 
 
 F = frozenset
-LOW, IDLE, COMM, INPUT, THROTTLE, ERRORS = (
-    "low_utilization", "idle_gpu", "comm_bound", "input_bound", "throttling", "gpu_errors")
+LOW, IDLE, COMM, INPUT, THROTTLE, ERRORS, STRAGGLER = (
+    "low_utilization", "idle_gpu", "comm_bound", "input_bound", "throttling", "gpu_errors",
+    "straggler")
 
 CASES: tuple[Case, ...] = (
     # Waste, on SM activity (H100) and on NVML utilization (A100, no GPM).
@@ -160,6 +178,18 @@ CASES: tuple[Case, ...] = (
     Case("power-cap-a100", F({THROTTLE}), throttled(None, reasons=0x4, clock_share=0.78,
                                                     util=90), gpu=A100),
     Case("xid", F({ERRORS}), steady(72), xid_after_s=900.0),
+    # Stragglers: one node of a multi-node job holds the others back.
+    Case("straggler-slow-rank", F({STRAGGLER}), one_node(steady(80), steady(48)),
+         nodes=3, slow_node=2),
+    Case("straggler-throttled", F({STRAGGLER, THROTTLE}),
+         one_node(throttled(80, reasons=0x20 | 0x40, clock_share=0.66, every_gpu=True),
+                  steady(52)), nodes=3, slow_node=1),
+    Case("straggler-power-cap-a100", F({STRAGGLER, THROTTLE}),
+         one_node(throttled(None, reasons=0x4, clock_share=0.75, util=94, every_gpu=True),
+                  steady(None, 62)), gpu=A100, nodes=2, slow_node=0),
+    Case("straggler-slow-link", F({STRAGGLER}),
+         one_node(steady(62, fabric=0.08, cpu=0.3), steady(62, fabric=0.45, cpu=0.3)),
+         nodes=4, slow_node=3),
     # Negatives.
     Case("healthy", F(), steady(72, 96, sd=8), gpus=4),
     Case("healthy-a100", F(), steady(None, 90), gpu=A100),
@@ -172,4 +202,9 @@ CASES: tuple[Case, ...] = (
     Case("rare-throttle", F(), throttled(70, reasons=0x20, clock_share=0.66, share=0.15)),
     Case("sync-boost", F(), throttled(70, reasons=0x10, clock_share=0.86)),
     Case("idle-in-grace", F(), steady(0.3, 0, sd=0.2), minutes=8),
+    Case("lockstep-4-nodes", F(), steady(70, fabric=0.5, nvlink=0.3, cpu=0.3), nodes=4),
+    Case("near-straggler", F(), one_node(steady(60), steady(50)), nodes=3, slow_node=0),
+    Case("near-slow-link", F(), one_node(steady(62, fabric=0.3, cpu=0.3),
+                                         steady(62, fabric=0.45, cpu=0.3)),
+         nodes=3, slow_node=1),
 )

@@ -104,7 +104,7 @@ def _feed(plan: Plan, job: MatrixJob, node: str, rank: int, rng) -> NodeFeed:
     case, rate = job.case, job.rate
     seconds = int(duration_s(job.shape, case))
     start = plan.end - seconds
-    sig = case.signal(rng, seconds, case.gpus, case)
+    sig = case.signal(rng, seconds, case.gpus, case, rank)
     g = case.gpu
     n = seconds // rate
     ends = np.arange(1, n + 1) * rate  # a sample at start + ends[k] covers (ends[k] - rate, ends[k]]

@@ -1,6 +1,7 @@
 """Run the matrix against a server and score it: precision and recall per finding kind,
 per sampling rate and per delivery shape; findings on the run's nodes that no job holds;
-findings whose times run backwards."""
+findings whose times run backwards; straggler findings that name another node than the one
+the case slowed down."""
 
 from __future__ import annotations
 
@@ -21,10 +22,16 @@ class Outcome:
     case: str
     expected: frozenset[str]
     raised: set[str]
+    slow_node: str | None = None  # the node the case slowed down
+    named: set[str] = field(default_factory=set)  # the nodes its straggler findings named
+
+    @property
+    def names_the_wrong_node(self) -> bool:
+        return "straggler" in self.raised and self.named != {self.slow_node}
 
     @property
     def correct(self) -> bool:
-        return self.raised == set(self.expected)
+        return self.raised == set(self.expected) and not self.names_the_wrong_node
 
 
 @dataclass
@@ -46,8 +53,11 @@ class MatrixResult:
 
     def meets(self, floor: float = 0.95) -> bool:
         """Precision and recall at least ``floor`` for every kind in every (shape, rate),
-        nothing raised on a negative, no node finding, no finding with its times disordered."""
+        nothing raised on a negative, no node finding, no finding with its times disordered,
+        no straggler finding naming another node than the slowed one."""
         if self.node_findings or self.disordered:
+            return False
+        if any(o.names_the_wrong_node for o in self.outcomes):
             return False
         if any(o.raised for o in self.outcomes if not o.expected):
             return False
@@ -83,15 +93,20 @@ def run(server: Server, plan: Plan, *, timeout: float) -> MatrixResult:
     server.wait_settled(len(plan.jobs), timeout)
     result = MatrixResult(plan, batches=server.sent)
     raised: dict[str, set[str]] = {}
+    named: dict[str, set[str]] = {}
     for f in server.findings(plan.account):
         raised.setdefault(f["job"]["external_id"], set()).add(f["kind"])
+        if f["kind"] == "straggler":
+            named.setdefault(f["job"]["external_id"], set()).add(f["node"])
         for problem in _times(f):
             result.disordered.append(f"{f['job']['external_id']} {f['kind']}: {problem}")
     result.node_findings = [f"{f['node']}: {f['kind']} {f['title']}"
                             for f in server.node_findings(f"mx-{plan.run}-")]
     for job in plan.jobs:
+        slow = None if job.case.slow_node is None else job.nodes[job.case.slow_node]
         result.outcomes.append(Outcome(job.shape, job.rate, job.case.name, job.case.expected,
-                                       raised.get(job.external_id, set())))
+                                       raised.get(job.external_id, set()), slow,
+                                       named.get(job.external_id, set())))
     result.seconds = time.monotonic() - began
     return result
 
@@ -128,7 +143,9 @@ def report(result: MatrixResult) -> str:
     for o in wrong:
         lines.append(f"  WRONG {o.shape:<13} {o.rate:>2} s  {o.case:<22} expected "
                      f"{', '.join(sorted(o.expected)) or 'nothing'}; raised "
-                     f"{', '.join(sorted(o.raised)) or 'nothing'}")
+                     f"{', '.join(sorted(o.raised)) or 'nothing'}"
+                     + (f" (named {', '.join(sorted(o.named))} for slow node {o.slow_node})"
+                        if o.names_the_wrong_node else ""))
     for line in result.node_findings:
         lines.append(f"  NODE FINDING (no job) {line}")
     for line in result.disordered:
