@@ -16,6 +16,11 @@ def mean_over(series, keys, metric) -> list[float | None]:
     return out
 
 
+def has_metric(series, keys, metric) -> bool:
+    """Whether any of the keys reported ``metric`` in any bucket."""
+    return any(v is not None for k in keys for v in series.values.get(k, {}).get(metric, []))
+
+
 def extreme_over(series, keys, metric, pick) -> list[float | None]:
     """Per bucket, ``pick`` (``min`` or ``max``) of ``metric`` over the keys that have a
     value there: with a series read with ``agg="min"``/``"max"``, the lowest and highest

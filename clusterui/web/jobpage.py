@@ -12,6 +12,7 @@ from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import JobGpu
 from clusterui.telemetry.series import gpu_series, job_host_series, nic_series, pick_step
 from clusterui.web import derived, scheduler_facts, timerange
+from clusterui.web.figures import nodestrip
 from clusterui.web.figures import timeseries as ts_figs
 from clusterui.web.figures.common import points_per_series
 
@@ -75,8 +76,7 @@ def activity_band(gs, ids, start, end):
     activity where the GPUs report it, else NVML utilization (two more reads of the same
     buckets, with ``agg="min"`` and ``"max"``)."""
     metric, what = (("sm_active_pct", "SM activity (GPM)")
-                    if any(v is not None for k in ids
-                           for v in gs.values.get(k, {}).get("sm_active_pct", []))
+                    if derived.has_metric(gs, ids, "sm_active_pct")
                     else ("util_pct", "GPU utilization (NVML)"))
     low = gpu_series(ids, [metric], start, end, step=gs.step, agg="min")
     high = gpu_series(ids, [metric], start, end, step=gs.step, agg="max")
@@ -140,4 +140,25 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
         "temperature": ts_figs.per_gpu_chart(gs, "temp_c", labels, y_title="°C"),
         "cpu": ts_figs.host_cpu_chart(hs, job.id, cpus_per_node=cpus_per_node),
     }
+    if len(view.nodes) > 1:
+        view.figures.update(node_strips(view.nodes, gpus, gs, nics, ns))
     return view
+
+
+def node_strips(nodes, gpus, gs, nics, ns) -> dict:
+    """A multi-node job's nodes x time strips, from the series the page already read: each
+    node's mean SM activity over its GPUs (NVML utilization where no GPU of the job reports
+    SM activity), and its fabric traffic against capacity. The odd node is the odd row."""
+    ids = [g.id for g in gpus]
+    metric, what = (("sm_active_pct", "SM activity (GPM)")
+                    if derived.has_metric(gs, ids, "sm_active_pct")
+                    else ("util_pct", "GPU utilization (NVML)"))
+    busy = [(n.name, derived.mean_over(gs, [g.id for g in gpus if g.node_id == n.id], metric))
+            for n in nodes]
+    traffic = [(n.name, derived.nic_load_pct(ns, [c for c in nics if c.node_id == n.id]))
+               for n in nodes]
+    return {
+        "nodes_busy": nodestrip.node_strip(gs, busy, quantity=what),
+        "nodes_traffic": nodestrip.node_strip(ns, traffic,
+                                              quantity="fabric traffic, % of link capacity"),
+    }

@@ -35,7 +35,7 @@ def test_it_shows_the_address_the_kinds_and_the_limits(client, cast, settings,
 def test_turning_a_kind_off_stops_its_emails(client, cast, smtp):
     client.force_login(cast["owner"])
     kinds = ["idle_gpu", "comm_bound", "input_bound", "throttling",
-             "gpu_errors"]  # everything but low_utilization
+             "gpu_errors", "straggler"]  # everything but low_utilization
     response = client.post(URL, {"enabled": kinds})
     assert response.status_code == 302
     assert set(OptOut.objects.values_list("address", "category")) == {

@@ -159,3 +159,33 @@ def test_heatmap_has_a_column_per_node_and_labels_only_where_they_fit(nodes):
         assert "text" not in util and xaxis["tickvals"] == []
         bands = fig["layout"]["yaxis"]["ticktext"]
         assert bands[0].startswith("gpu-a0001") and bands[-1].endswith(f"gpu-a{nodes:04d}")
+
+
+def test_node_strip_has_one_row_per_node_on_the_shared_time_axis():
+    from clusterui.web.figures import nodestrip
+
+    s = series({}, 3)
+    fig = to_json(nodestrip.node_strip(
+        s, [("gpu-a001", [48.0, 47.0, None]), ("gpu-a002", [80.0, 79.0, 81.0]),
+            ("gpu-<b>", [49.0, None, 50.0])], quantity="SM activity (GPM)"))
+    strip = fig["data"][0]
+    assert strip["type"] == "heatmap"
+    assert strip["y"] == ["gpu-a001", "gpu-a002", "gpu-&lt;b&gt;"]  # names escaped
+    assert matrix(strip["z"]) == [[48, 47, None], [80, 79, 81], [49, None, 50]]
+    assert (strip["x0"], strip["dx"]) == (timeseries.time_axis(s)["x0"], 10_000)
+    assert (strip["zmin"], strip["zmax"]) == (0, 100)
+    assert "SM activity (GPM) <b>%{z:.0f} %</b>" in strip["hovertemplate"]
+    assert fig["layout"]["yaxis"]["autorange"] == "reversed"  # the first node on top
+    # One node, or nodes without data: nothing to compare, no strip.
+    assert nodestrip.node_strip(s, [("gpu-a001", [1.0, 2.0, 3.0])], quantity="x") is None
+    assert nodestrip.node_strip(s, [("a", [1.0, 2.0, 3.0]), ("b", [None] * 3)],
+                                quantity="x") is None
+
+
+def test_node_strip_of_a_256_node_job_stays_on_one_screen():
+    from clusterui.web.figures import nodestrip
+
+    rows = [(f"gpu-a{i:04d}", [50.0] * 60) for i in range(256)]
+    fig = to_json(nodestrip.node_strip(series({}, 60), rows, quantity="x"))
+    assert len(matrix(fig["data"][0]["z"])) == 256
+    assert fig["layout"]["height"] <= nodestrip.MAX_HEIGHT

@@ -11,7 +11,7 @@ from clusterui.findings.models import Finding
 from clusterui.telemetry.models import GpuEvent
 from clusterui.telemetry.series import MAX_POINTS
 from tests import rows as f
-from tests.web.plotly_data import present, values
+from tests.web.plotly_data import matrix, present, values
 
 pytestmark = pytest.mark.django_db
 
@@ -297,3 +297,41 @@ def test_a_four_second_step_pattern_keeps_its_dips_at_whole_job_range(client_for
     assert min(mean[inner]) > 0.8 * 60  # the mean hides the dips: never below 48 % ...
     assert low[inner] == pytest.approx([4.0] * len(low[inner]))  # ... the band shows them
     assert high[inner] == pytest.approx([72.0] * len(high[inner]))  # (the SM is 0.8 x NVML)
+
+
+def test_a_multi_node_job_shows_each_node_over_time_and_the_straggler_stands_out(client_for):
+    now = timezone.now()
+    nodes = [f.node(f"gpu-b{i:03d}", gpus=2, nics=1) for i in range(3)]
+    gpus = [g for n in nodes for g in n.gpus.order_by("index")]
+    started = now - dt.timedelta(minutes=20)
+    j = f.job("alice", gpus=gpus, started_at=started, efficiency={"allocated": 6, "used": 4})
+    slow = nodes[1].id
+    f.gpu_samples(gpus, started, now, job=j,
+                  util=lambda g, k: 95.0 if g.node_id == slow else 60.0)
+    for n in nodes:
+        f.nic_samples(list(n.nics.all()), started, now, rate=5e9 if n.id == slow else 20e9)
+    f.finding(j, kind="straggler", title="Straggler: node gpu-b001 holds back the job")
+    response = page(client_for("alice"), j)
+    charts = response.context["charts"]
+
+    busy = charts["nodes_busy"]["data"][0]
+    assert busy["y"] == ["gpu-b000", "gpu-b001", "gpu-b002"]
+    rows = [present(row) for row in matrix(busy["z"])]
+    # SM activity (0.8 x utilization here), the mean of each node's GPUs.
+    assert {round(v) for v in rows[0] + rows[2]} == {48}
+    assert {round(v) for v in rows[1]} == {76}
+    assert "SM activity (GPM)" in busy["hovertemplate"]
+    traffic = [present(row) for row in matrix(charts["nodes_traffic"]["data"][0]["z"])]
+    assert {round(v) for v in traffic[1]} == {10} and {round(v) for v in traffic[0]} == {40}
+    # The strips share the other charts' time axis.
+    activity = charts["activity"]["data"][-1]
+    assert (busy["x0"], busy["dx"]) == (activity["x0"], activity["dx"])
+    html = response.content.decode()
+    assert "Nodes over time: GPU activity" in html and 'id="chart-nodes_busy"' in html
+    assert 'href="#chart-nodes_busy"' in html  # the finding points at its evidence
+
+
+def test_a_single_node_job_has_no_node_strips(client_for, running_job):
+    response = page(client_for("alice"), running_job)
+    assert "nodes_busy" not in response.context["charts"]
+    assert "Nodes over time" not in response.content.decode()

@@ -64,6 +64,7 @@ EVIDENCE_CHART = {
     FindingKind.BUSY_NOT_BUSY: ("chart-activity", "utilization against SM activity"),
     FindingKind.THROTTLING: ("chart-power", "the power and temperature charts"),
     FindingKind.GPU_ERRORS: ("events", "the GPU events"),
+    FindingKind.STRAGGLER: ("chart-nodes_busy", "the nodes over time strips"),
 }
 
 
