@@ -252,6 +252,33 @@ class JobSlice(models.Model):
         return f"job {self.job_id} at {self.bucket:%Y-%m-%d %H:%M}"
 
 
+class NodeSlice(models.Model):
+    """One node of a multi-node job over one minute: its fabric NICs' traffic, so a window
+    can compare the job's nodes (the straggler detector; see ``GpuSlice``)."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="+",
+                            db_index=False)
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+",
+                             db_index=False)
+    bucket = models.DateTimeField(help_text="Start of the minute")
+    nic_n = models.IntegerField(default=0)
+    nic_sum = models.FloatField(default=0.0, help_text="Sum of the node's fabric traffic, % "
+                                "of its links' capacity, per node sample")
+
+    class Meta:
+        constraints = [
+            # The pass upserts on it, and windows read a job's minutes through it.
+            models.UniqueConstraint(fields=["job", "node", "bucket"], name="nodeslice_uniq"),
+        ]
+        indexes = [
+            # Pruning minutes that no window reaches any more.
+            models.Index(fields=["bucket"], name="nodeslice_bucket_idx"),
+        ]
+
+    def __str__(self):
+        return f"job {self.job_id} node {self.node_id} at {self.bucket:%Y-%m-%d %H:%M}"
+
+
 class UsageHour(models.Model):
     """GPU-hours per (user, account) of the jobs that ended in one clock hour (UTC), or that
     have not ended (``hour`` = infinity): the sums the overview's "wasted by user" table

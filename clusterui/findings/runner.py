@@ -384,9 +384,7 @@ def _decide(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
         windows.append(w)
         event_start[p.job.id] = max(p.start, t1 - dt.timedelta(seconds=t.window_s))
         judgeable[p.job.id] = w.span_s >= t.min_span_s
-    node_ids = {g.node_id for p in plans for g in gpus_of[p.job.id]}
-    read_windows(windows, gpus_of, event_start,
-                 _fabric(node_ids) if any(w.nodes > 1 for w in windows) else None)
+    read_windows(windows, gpus_of, event_start)
     reference: dict[str, float] = {}
     for w in windows:
         for g in w.gpus:

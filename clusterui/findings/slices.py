@@ -10,7 +10,8 @@ and (job, ts) indexes):
   where the GPU reports it, NVML utilization otherwise), a 1 %-bin histogram of busy, the
   memory high-water mark, energy from the counter's differences, NVLink against capacity.
 - ``add_job_samples``: per job minute, its nodes' fabric NICs, its host CPU and busy against
-  NIC traffic (``JobSlice``), and per job the totals.
+  NIC traffic (``JobSlice``), for a multi-node job each node's fabric NICs (``NodeSlice``),
+  and per job the totals.
 
 Only samples attributed to the job count (``job_id`` on the sample): a GPU's time before or
 after the job is not the job's.
@@ -189,15 +190,15 @@ _JOB_SQL = """
 WITH w AS (
     SELECT * FROM unnest(%(job)s::int[], %(node)s::int[], %(t0)s::timestamptz[],
                          %(t1)s::timestamptz[], %(keep)s::timestamptz[], %(interval)s::float8[],
-                         %(cpus)s::float8[])
-        AS w(job_id, node_id, t0, t1, keep_from, interval_s, cpus)
+                         %(cpus)s::float8[], %(multi)s::bool[])
+        AS w(job_id, node_id, t0, t1, keep_from, interval_s, cpus, multi)
 ),
 f AS (
     SELECT * FROM unnest(%(f_node)s::int[], %(f_nic)s::int[], %(f_cap)s::float8[])
         AS f(node_id, nic_id, cap)
 ),
 nic AS MATERIALIZED (
-    SELECT w.job_id, w.node_id, w.keep_from, n.ts,
+    SELECT w.job_id, w.node_id, w.keep_from, w.multi, n.ts,
            100.0 * sum(GREATEST(n.rx_bytes_per_s, n.tx_bytes_per_s))
                  / NULLIF(sum(f.cap) FILTER (WHERE n.rx_bytes_per_s IS NOT NULL
                                               OR n.tx_bytes_per_s IS NOT NULL), 0) AS util,
@@ -211,7 +212,16 @@ nic AS MATERIALIZED (
           AND n.ts > %(lo)s AND n.ts <= %(hi)s
         OFFSET 0
     ) n
-    GROUP BY w.job_id, w.node_id, w.keep_from, w.interval_s, n.ts
+    GROUP BY w.job_id, w.node_id, w.keep_from, w.multi, w.interval_s, n.ts
+),
+node_slices AS (
+    INSERT INTO findings_nodeslice AS o (job_id, node_id, bucket, nic_n, nic_sum)
+    SELECT job_id, node_id, date_bin(%(step)s, ts, %(origin)s), count(util),
+           COALESCE(sum(util), 0)
+    FROM nic WHERE multi AND ts >= keep_from
+    GROUP BY 1, 2, 3
+    ON CONFLICT (job_id, node_id, bucket) DO UPDATE SET
+        nic_n = o.nic_n + EXCLUDED.nic_n, nic_sum = o.nic_sum + EXCLUDED.nic_sum
 ),
 busy AS MATERIALIZED (
     SELECT w.job_id, w.node_id, s.ts, avg(COALESCE(s.sm_active_pct, s.util_pct)) AS busy
@@ -321,6 +331,7 @@ def add_job_samples(work: list[Work], fabric: dict[int, list[tuple[int, float]]]
         "keep": [w.keep_from for w, _, _ in rows],
         "interval": [interval for _, _, interval in rows],
         "cpus": [w.cpus_per_node for w, _, _ in rows],
+        "multi": [len(w.nodes) > 1 for w, _, _ in rows],
         "f_node": [x[0] for x in f],
         "f_nic": [x[1] for x in f],
         "f_cap": [x[2] for x in f],
@@ -364,7 +375,7 @@ def first_samples(rows: list[tuple[int, int, dt.datetime]]) -> dict[int, dt.date
 def prune(before: dt.datetime, finished_jobs: list[int]) -> None:
     """Drop minutes no window reaches any more, and every minute of finalized jobs."""
     with bulk.cursor() as cur:
-        for table in ("findings_gpuslice", "findings_jobslice"):
+        for table in ("findings_gpuslice", "findings_jobslice", "findings_nodeslice"):
             cur.execute(f"DELETE FROM {table} WHERE bucket < %s", [before])
             if finished_jobs:
                 cur.execute(f"DELETE FROM {table} WHERE job_id = ANY(%s)", [finished_jobs])

@@ -205,27 +205,14 @@ CROSS JOIN LATERAL (
 GROUP BY 1
 """
 
-_NODE_FABRIC_SQL = """
-SELECT job_id, node_id, avg(util)
-FROM (
-    SELECT w.job_id, w.node_id, n.ts,
-           100.0 * sum(GREATEST(n.rx_bytes_per_s, n.tx_bytes_per_s))
-                 / NULLIF(sum(f.cap) FILTER (WHERE n.rx_bytes_per_s IS NOT NULL
-                                              OR n.tx_bytes_per_s IS NOT NULL), 0) AS util
-    FROM unnest(%s::int[], %s::int[], %s::timestamptz[], %s::timestamptz[])
-        AS w(job_id, node_id, t0, t1)
-    JOIN unnest(%s::int[], %s::int[], %s::float8[]) AS f(node_id, nic_id, cap)
-        ON f.node_id = w.node_id
-    -- NIC samples stay raw (never packed), so the window reads them directly; one index
-    -- range scan on (nic_id, ts) per port.
-    CROSS JOIN LATERAL (
-        SELECT * FROM telemetry_nicsample n
-        WHERE n.nic_id = f.nic_id AND n.ts > w.t0 AND n.ts <= w.t1
-        OFFSET 0
-    ) n
-    GROUP BY 1, 2, 3
-) per_sample
-WHERE util IS NOT NULL
+_NODE_WINDOW_SQL = """
+SELECT s.job_id, s.node_id, sum(nic_sum) / NULLIF(sum(nic_n), 0)
+FROM unnest(%s::int[], %s::timestamptz[], %s::timestamptz[]) AS w(job_id, t0, t1)
+CROSS JOIN LATERAL (
+    SELECT * FROM findings_nodeslice s
+    WHERE s.job_id = w.job_id AND s.bucket >= w.t0 AND s.bucket <= w.t1
+    OFFSET 0
+) s
 GROUP BY 1, 2
 """
 
@@ -243,11 +230,8 @@ def _div(a, b):
 
 
 def read_windows(windows: list[JobWindow], gpus_of: dict[int, list[GpuInfo]],
-                 event_start: dict[int, dt.datetime],
-                 fabric: dict[int, list[tuple[int, float]]] | None = None) -> None:
-    """Fill ``windows`` (start and end set) from their slices and events, in place;
-    multi-node windows also get each node's fabric traffic (``fabric``: node -> its fabric
-    NICs, as the runner picks them)."""
+                 event_start: dict[int, dt.datetime]) -> None:
+    """Fill ``windows`` (start and end set) from their slices and events, in place."""
     if not windows:
         return
     by_id = {w.job_id: w for w in windows}
@@ -293,30 +277,13 @@ def read_windows(windows: list[JobWindow], gpus_of: dict[int, list[GpuInfo]],
                 g = info[(job_id, gpu_id)]
                 by_id[job_id].events.append(GpuEventRow(ts, gpu_id, g.node, g.index, kind,
                                                         code, message))
-        _read_node_fabric(cur, windows, gpus_of, fabric or {})
+        multi = [w for w in windows if w.nodes > 1]
+        if multi:
+            names = {g.node_id: g.node for gs in gpus_of.values() for g in gs}
+            cur.execute(_NODE_WINDOW_SQL, [[w.job_id for w in multi], [w.start for w in multi],
+                                           [w.end for w in multi]])
+            for job_id, node_id, fabric in cur.fetchall():
+                if fabric is not None and node_id in names:
+                    by_id[job_id].node_fabric[names[node_id]] = fabric
     for w in windows:
         w.gpus.sort(key=lambda g: (g.node, g.index))
-
-
-def _read_node_fabric(cur, windows, gpus_of, fabric) -> None:
-    rows, names = [], {}
-    for w in windows:
-        if w.nodes < 2:
-            continue
-        for g in gpus_of.get(w.job_id, ()):
-            if g.node_id not in names:
-                names[g.node_id] = g.node
-            if (w.job_id, g.node_id) not in rows and fabric.get(g.node_id):
-                rows.append((w.job_id, g.node_id))
-    rows = sorted(set(rows))
-    if not rows:
-        return
-    by_id = {w.job_id: w for w in windows}
-    nics = [(node, nic, cap) for node in sorted({n for _, n in rows})
-            for nic, cap in fabric[node]]
-    cur.execute(_NODE_FABRIC_SQL, [
-        [j for j, _ in rows], [n for _, n in rows], [by_id[j].start for j, _ in rows],
-        [by_id[j].end for j, _ in rows], [x[0] for x in nics], [x[1] for x in nics],
-        [x[2] for x in nics]])
-    for job_id, node_id, util in cur.fetchall():
-        by_id[job_id].node_fabric[names[node_id]] = util

@@ -146,9 +146,8 @@ def _slow_link(nodes: list[NodeWindow], t: Thresholds):
     if peers < t.straggler_fabric_min_pct:
         return None
     limit = t.straggler_fabric_ratio * peers
-    low = [n for n in measured if n.fabric_pct <= limit]
-    if low != [odd]:
-        return None
+    if sum(1 for n in measured if n.fabric_pct <= limit) != 1:
+        return None  # no node that low, or several: not one node's link
     return odd, peers
 
 
