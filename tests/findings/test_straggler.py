@@ -44,6 +44,13 @@ def test_nodes_that_run_alike_or_differ_too_little_are_not_stragglers():
     assert straggler.detect(job({"n2": 72.0}), T) is None  # 12 points: under the 15-point gap
     # Peers that do not agree with each other: no lockstep, no single odd node.
     assert straggler.detect(job({"n1": 90.0, "n2": 40.0, "n3": 75.0, "n4": 60.0}), T) is None
+    # A peer whose mean is low because one GPU is idle (idle_gpu's finding) is not waiting
+    # in lockstep: two nodes, one with all GPUs at 70 %, the other with one GPU idle.
+    gs = [gpu(i, node=n, sm=0.0 if (n, i) == ("n2", 1) else 70.0, util=90.0)
+          for n in ("n1", "n2") for i in range(2)]
+    for g in gs:
+        g.node_id = 1 if g.node == "n1" else 2
+    assert straggler.detect(window(gs, nodes=2), T) is None
     single = window([gpu(i, sm=90.0 if i == 0 else 40.0) for i in range(8)])
     assert straggler.detect(single, T) is None  # one node: other detectors' business
 

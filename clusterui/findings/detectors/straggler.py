@@ -8,7 +8,8 @@ never with a cluster-wide figure, so a job that is uniformly slow is not a strag
 
 - **slow rank**: the node's GPUs are busier (GPM SM activity where reported, NVML
   utilization otherwise) than the median of its peers by at least
-  ``straggler_busy_gap_pct`` points, while the peers lie within half that gap of each other;
+  ``straggler_busy_gap_pct`` points, while the peers, node by node and GPU by GPU, lie
+  within half that gap of each other (a peer with an idle GPU is not waiting in lockstep);
 - **throttled**: the node's GPUs are held back by a throttle reason (the ``throttling``
   detector's reasons: power cap, thermal, hardware slowdown, power brake) in at least
   ``throttle_share`` of their samples at a clock at most ``throttle_clock_pct`` of what its
@@ -105,7 +106,13 @@ def _slow_rank(nodes: list[NodeWindow], t: Thresholds):
     odd = max(busy, key=lambda n: n.busy)
     peers = [n.busy for n in busy if n is not odd]
     gap = odd.busy - statistics.median(peers)
-    if gap >= t.straggler_busy_gap_pct and max(peers) - min(peers) <= gap / 2:
+    # Lockstep is every peer GPU alike, not only the peer nodes' means: a peer node whose
+    # mean is low because one of its GPUs is idle (the idle_gpu finding's subject) is not
+    # waiting for the odd node.
+    peer_gpus = [g.busy_mean for n in busy if n is not odd for g in n.gpus
+                 if g.busy_mean is not None]
+    if (gap >= t.straggler_busy_gap_pct and max(peers) - min(peers) <= gap / 2
+            and max(peer_gpus) - min(peer_gpus) <= gap / 2):
         return odd
     return None
 
