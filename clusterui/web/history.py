@@ -50,7 +50,8 @@ class History:
     ts: list[dt.datetime]  # each column's start
     step: int  # seconds per column
     z: np.ndarray  # nodes x columns, NaN where the node has no rolled-up sample
-    rolled_up_to: dt.datetime  # no sample after this is read (see the module docstring)
+    # No sample after this is read (see the module docstring); None: nothing rolled up yet.
+    rolled_up_to: dt.datetime | None
 
     @property
     def info(self) -> Metric:
@@ -102,11 +103,11 @@ def history(metric: str, start: dt.datetime, end: dt.datetime, *, cluster: str =
     while t < end:
         ts.append(t)
         t += dt.timedelta(seconds=step)
-    rolled_up_to = _rolled_up_to() or first
+    rolled_up_to = _rolled_up_to()
     z = np.full((len(nodes), len(ts)), np.nan)
     if nodes and ts:
         params = {"first": first.timestamp(), "start": first,
-                  "end": min(end, rolled_up_to), "step": step}
+                  "end": min(end, rolled_up_to or first), "step": step}
         where = ""
         if cluster:
             where, params["nodes"] = "AND node_id = ANY(%(nodes)s)", list(row_of)

@@ -111,3 +111,14 @@ def test_bad_metric_and_cluster_are_named(client_for, cluster):
     page = response.content.decode()
     assert "metric must be one of util, sm, power, nic" in page
     assert "no cluster named &#x27;nope&#x27;" in page
+
+
+def test_before_anything_is_rolled_up_the_page_says_so(client_for):
+    """A fresh install (or the demo's first minutes): samples, but no hour packed yet."""
+    now = timezone.now()
+    n = f.node("hist-new", gpus=1, latest=False)
+    f.gpu_samples(list(n.gpus.all()), now - dt.timedelta(minutes=20), now, every_s=60)
+    response = client_for("staff").get(reverse("node-history"))
+    assert response.status_code == 200 and response.context["rolled_up_to"] is None
+    page = response.content.decode()
+    assert "Nothing is rolled up yet" in page and "No node reported in this range." in page
