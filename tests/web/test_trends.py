@@ -15,20 +15,22 @@ from tests import rows as f
 pytestmark = pytest.mark.django_db
 
 
-def _hour(t: dt.datetime) -> dt.datetime:
-    return t.replace(minute=0, second=0, microsecond=0)
+def _ten_oclock(t: dt.datetime) -> dt.datetime:
+    return timezone.localtime(t).replace(hour=10, minute=0, second=0, microsecond=0)
 
 
 @pytest.fixture
 def history():
     """Two hours of alice's 2-GPU job (NVML 50 %, SM activity 40 %, 450 W per GPU) three
-    days ago, and one hour of bob's 1-GPU job (NVML 90 %, 72 %, 610 W) ten days ago, both
-    ended; rolled up by compaction."""
+    days ago at 10:00, and one hour of bob's 1-GPU job (NVML 90 %, 72 %, 610 W) ten days
+    ago, both ended; rolled up by compaction."""
     now = timezone.now()
     node = f.node("trend-a", gpus=3, latest=False)
     gpus = list(node.gpus.order_by("index"))
-    a0 = _hour(now - dt.timedelta(days=3))
-    b0 = _hour(now - dt.timedelta(days=10))
+    # At 10:00 local time: a two-hour job started late in the evening would run into the
+    # next day and be counted on two (the test failed between 22:00 and midnight).
+    a0 = _ten_oclock(now - dt.timedelta(days=3))
+    b0 = _ten_oclock(now - dt.timedelta(days=10))
     alice = f.job("alice", account="nlp", gpus=gpus[:2], state="ended", started_at=a0,
                   ended_at=a0 + dt.timedelta(hours=2))
     bob = f.job("bob", account="vision", gpus=gpus[2:], state="ended", started_at=b0,
