@@ -86,7 +86,8 @@ def test_a_training_step_pattern_keeps_its_dips_at_a_coarse_range(client_for):
     assert mean and all(v == pytest.approx(75.0, abs=1.0) for v in mean[1:-1])
     low = present(activity["GPU utilization (NVML), lowest to highest sample"]["y"])
     high = present(activity["GPU utilization (NVML), highest sample"]["y"])
-    assert set(low) == {0.0} and set(high) == {100.0}
+    # The first and last buckets are partial (a few seconds may hold no idle sample).
+    assert set(low[1:-1]) == {0.0} and set(high[1:-1]) == {100.0}
     # The band is filled to the trace before it (the highest sample), behind the mean.
     names = list(activity)
     assert activity["GPU utilization (NVML), lowest to highest sample"]["fill"] == "tonexty"

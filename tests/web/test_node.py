@@ -146,7 +146,8 @@ def test_a_training_step_pattern_keeps_its_dips_at_a_coarse_range(client_for):
     util = {t["name"]: t for t in response.context["charts"]["util"]["data"]}
     for name in ("GPU 0", "GPU 1"):
         assert all(v == pytest.approx(75.0, abs=1.0) for v in present(util[name]["y"])[1:-1])
-    assert set(present(util["any GPU, lowest to highest sample"]["y"])) == {0.0}
-    assert set(present(util["any GPU, highest sample"]["y"])) == {100.0}
+    # The first and last buckets are partial (a few seconds may hold no idle sample).
+    assert set(present(util["any GPU, lowest to highest sample"]["y"])[1:-1]) == {0.0}
+    assert set(present(util["any GPU, highest sample"]["y"])[1:-1]) == {100.0}
     sm = {t["name"] for t in response.context["charts"]["sm"]["data"]}
     assert "any GPU, lowest to highest sample" in sm  # SM activity is 0.8 x utilization
