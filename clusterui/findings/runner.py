@@ -174,14 +174,10 @@ def _plan(job: Job, gpus: list[GpuInfo], nodes: dict[int, tuple], first: dt.date
     seen = [nodes[n][0] for n in node_ids]
     # A node still reports while its batches keep *arriving* (a node replaying its spool
     # sends old data and is not done); every such node has sent its data up to its seen.
-    # The pass gives a node up DETECTOR_SETTLE_S later than ingest calls it silent: a batch
-    # taken just before the node would have been silent is not marked late by the writer,
-    # and may commit after this pass read the node's arrival time; the pass must not move
-    # the job past its samples meanwhile (the scenario matrix lost a node's last 5 of 40
-    # minutes that way).
+    # A node given up as silent whose batches were in flight meanwhile loses nothing: they
+    # commit after this pass and ingest marks them late (``writer._mark_late``).
     live = [nodes[n][0] for n in node_ids
-            if (now - nodes[n][2]).total_seconds()
-            <= settings.NODE_SILENT_AFTER_S + t.settle_s]
+            if (now - nodes[n][2]).total_seconds() <= settings.NODE_SILENT_AFTER_S]
     t1 = min(now - dt.timedelta(seconds=t.settle_s), min(live) if live else max(seen))
     final, end = False, None
     if job.state == JobState.ENDED:

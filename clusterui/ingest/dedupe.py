@@ -58,6 +58,7 @@ class Pending:
     nic: list[tuple]
     job: list[tuple]
     dropped: Counter = field(default_factory=Counter)
+    jobs: frozenset[int] = frozenset()  # the jobs the batch attributes samples to
 
     @property
     def total_dropped(self) -> int:

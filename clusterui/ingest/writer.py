@@ -203,6 +203,11 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
         # A server-binding psycopg cursor: COPY needs psycopg's own, and parameters sent
         # apart from the query (in binary) cost no per-element quoting of the arrays.
         cur = psycopg.Cursor(wrapper.cursor.connection)
+        # First, before any row is locked: a detector pass running now (it holds the lock
+        # exclusively) commits before this flush reads how far the pass got (``_mark_late``),
+        # and no pass starts until this flush committed. Shared: flushes never wait on each
+        # other.
+        cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (LATE_LOCK_KEY,))
         nodes, marks, quiet = _upsert_nodes(cur, batches, seen, received_at)
         batch_ids = _log_batches(cur, batches, spans, nodes, received_at)
         _count_runs(cur, batches, batch_ids, nodes, received_at)
@@ -238,7 +243,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
             _insert_events(cur, batch, gpu_ids, batch_id)
             span_us = _pg_micros([lo, hi]) if lo is not None else (None, None)
             pending.append(dedupe.Pending((batch.cluster, batch.node), node_id, *span_us,
-                                          g, n, j))
+                                          g, n, j, jobs=frozenset(job_ids.values())))
             results.append(StoreResult(
                 batch_id=batch_id, duplicate=False, rejected=batch.rejected_total))
         # Rows stored before (another boot id, a resend) or twice in this flush are dropped.
@@ -474,13 +479,25 @@ def _mark_late(cur, pending: list[dedupe.Pending], marks, quiet, received_at: dt
                ) -> None:
     """Record the batches the detector pass may already have moved past (``LateSpan``).
 
-    A batch is late when its oldest stored sample is not newer than the newest data its
-    node had before this flush (batches out of order), or when its node was silent by
-    arrival until now (a spool replayed after an outage: the pass went on with the job's
-    other nodes). In-order batches of a live node, all but a handful, write nothing here.
-    The shared advisory lock keeps a late batch from committing while a pass runs, so a
-    pass sees a late batch's samples and its span together or neither.
+    A batch is late when its oldest stored sample is not newer than how far the pass has
+    read one of the batch's jobs (``JobEfficiency.through``): a node after another of the
+    same job (a backlog sent node after node), a node whose batches were in flight while
+    the pass gave it up as silent. Also when it is older than the newest data its node had
+    before this flush (batches out of order), or when its node was silent by arrival until
+    now (a spool replayed after an outage), for samples of a GPU the batch attributes to no
+    job. A span no job had passed costs the next pass one lookup.
+
+    Exact, not a margin: the flush holds ``LATE_LOCK_KEY`` shared from its first statement,
+    so the ``through`` read here is the last committed pass's, and no pass commits a newer
+    one before these samples are visible to it.
     """
+    wanted = sorted({job for p in pending for job in p.jobs})
+    through = {}
+    if wanted:
+        cur.execute("SELECT job_id, through FROM findings_jobefficiency "
+                    "WHERE job_id = ANY(%s) AND through IS NOT NULL", (wanted,))
+        through = {job: (t - _PG_EPOCH) // dt.timedelta(microseconds=1)
+                   for job, t in cur.fetchall()}
     spans = []
     for p in pending:
         stamps = [r[0] for rows in (p.gpu, p.nic, p.job) for r in rows]
@@ -489,15 +506,14 @@ def _mark_late(cur, pending: list[dedupe.Pending], marks, quiet, received_at: dt
         lo, hi = min(stamps), max(stamps)
         mark = marks.get(p.node)
         out_of_order = mark is not None and mark != _UNKNOWN_MARK and lo <= mark
-        if out_of_order or p.node in quiet:
+        passed = any(lo <= through[job] for job in p.jobs if job in through)
+        if passed or out_of_order or p.node in quiet:
             spans.append((p.node_id, _from_pg_micros(lo), _from_pg_micros(hi)))
-    if not spans:
-        return
-    cur.execute("SELECT pg_advisory_xact_lock_shared(%s)", (LATE_LOCK_KEY,))
-    cur.executemany(
-        "INSERT INTO findings_latespan (node_id, start, \"end\", received_at) "
-        "VALUES (%s, %s, %s, %s)",
-        [(node_id, lo, hi, received_at) for node_id, lo, hi in spans])
+    if spans:
+        cur.executemany(
+            "INSERT INTO findings_latespan (node_id, start, \"end\", received_at) "
+            "VALUES (%s, %s, %s, %s)",
+            [(node_id, lo, hi, received_at) for node_id, lo, hi in spans])
 
 
 def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[int | None]:
