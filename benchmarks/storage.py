@@ -8,12 +8,15 @@ GPUs change them little and the simulator takes about 10 s per GPU-day on 2 core
 
 1. the hot tier (``telemetry_gpusample``): heap and btree bytes per GPU sample;
 2. compaction (``clusterui.telemetry.compaction``) packs the whole day into (GPU, hour)
-   chunks and rollups, as beat does once each hour closed ``RAW_HOT_MINUTES`` ago;
+   chunks and rollups, as beat does once each hour closed ``RAW_HOT_MINUTES`` ago, and
+   truncates the day's hot partition; the hot table's size before and after that run;
 3. the packed tier (``telemetry_gpuchunk``): heap + TOAST + indexes per GPU sample, and the
    rollups' bytes (per GPU sample, and per row).
 
-All sizes are PostgreSQL's own (``pg_relation_size``/``pg_table_size``/``pg_indexes_size``
-after ``VACUUM ANALYZE``), summed over the partitions.
+All sizes are PostgreSQL's own (``pg_relation_size``/``pg_table_size``/``pg_indexes_size``),
+summed over the partitions, as the product leaves them: after ingest and compaction, with
+no VACUUM (the product runs none; whether autovacuum is on is printed, it may be off, and
+a run that finishes in minutes gives it little chance either way).
 
     python benchmarks/storage.py [--nodes 2] [--gpus-per-node 8] [--hours 24]
 """
@@ -45,10 +48,6 @@ def sizes(conn, table: str) -> tuple[int, int, int]:
         """, [table]).fetchone()
 
 
-def vacuum(conn, table: str) -> None:
-    conn.execute(f"VACUUM ANALYZE {table}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,6 +72,7 @@ def main() -> None:
     django.setup()
     logging.getLogger("collectors").setLevel(logging.WARNING)
     logging.getLogger("clusterui").setLevel(logging.WARNING)
+    from django.conf import settings
     from django.utils import timezone
 
     from clusterui.ingest.simulate import simulated_cluster
@@ -103,11 +103,14 @@ def main() -> None:
                                       hours=args.hours, end=end.timestamp(), seed=8,
                                       interval=args.interval, cluster="bench", root_dir=root)
     sim_s = time.perf_counter() - began
-    close_stale_jobs()
+    # Jobs end by arrival time (JOB_STALE_AFTER_S without a report), and the whole day
+    # arrived just now: end the jobs it leaves running as beat does once that has passed,
+    # or the detectors, never run here, would hold compaction back from their samples.
+    close_stale_jobs(timezone.now() + dt.timedelta(seconds=settings.JOB_STALE_AFTER_S + 1))
     url = DB.replace("postgres://", "postgresql://", 1)
     gpus = args.nodes * args.gpus_per_node
     with psycopg.connect(url, autocommit=True) as conn:
-        vacuum(conn, GPU_SAMPLE_TABLE)
+        autovacuum = conn.execute("SHOW autovacuum").fetchone()[0]
         samples = conn.execute(f"SELECT count(*) FROM {GPU_SAMPLE_TABLE}").fetchone()[0]
         null_share = conn.execute(
             f"SELECT avg((sm_active_pct IS NULL)::int) FROM {GPU_SAMPLE_TABLE}").fetchone()[0]
@@ -116,6 +119,7 @@ def main() -> None:
           f"{args.hours:g} h at {args.interval:g} s: {samples:,} GPU samples "
           f"({counts['batches']:,} batches through the ingest writer, {sim_s:.0f} s; "
           f"{float(null_share):.0%} of samples without GPM metrics)")
+    print(f"sizes as ingest and compaction leave them: no VACUUM (autovacuum {autovacuum})")
     print()
     print("hot tier, telemetry_gpusample (a row per sample, 1 btree (gpu_id, ts))")
     print(f"  heap                 : {hot[0] / samples:7.1f} bytes per GPU sample")
@@ -128,8 +132,7 @@ def main() -> None:
     compact_s = time.perf_counter() - began
     assert result.rows == samples and not result.held_back, result
     with psycopg.connect(url, autocommit=True) as conn:
-        for table in (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values()):
-            vacuum(conn, table)
+        hot_after = sizes(conn, GPU_SAMPLE_TABLE)
         chunks, packed_n = conn.execute(
             f"SELECT count(*), sum(n) FROM {GPU_CHUNK_TABLE}").fetchone()
         assert packed_n == samples, (packed_n, samples)
@@ -140,8 +143,6 @@ def main() -> None:
             n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             rollups.append((table, n, sum(sizes(conn, table))))
         # NIC rollups (compaction recomputed every closed NIC hour): per raw NIC sample.
-        for table in (NIC_SAMPLE_TABLE, *NIC_ROLLUP_TABLES.values()):
-            vacuum(conn, table)
         nic_samples = conn.execute(f"SELECT count(*) FROM {NIC_SAMPLE_TABLE}").fetchone()[0]
         nic_tables = [(NIC_SAMPLE_TABLE, nic_samples, sum(sizes(conn, NIC_SAMPLE_TABLE)))]
         for table in NIC_ROLLUP_TABLES.values():
@@ -151,6 +152,11 @@ def main() -> None:
     print(f"compaction: {result.rows:,} hot rows into {result.chunks:,} (GPU, hour) chunks in "
           f"{result.transactions} transactions, {compact_s:.1f} s "
           f"({result.rows / compact_s:,.0f} samples/s, rollups included)")
+    print(f"  hot table before     : {sum(hot):12,d} bytes (heap {hot[0]:,}, TOAST and maps "
+          f"{hot[1]:,}, indexes {hot[2]:,})")
+    print(f"  hot table after      : {sum(hot_after):12,d} bytes (heap {hot_after[0]:,}, TOAST "
+          f"and maps {hot_after[1]:,}, indexes {hot_after[2]:,}): {result.truncated} day "
+          f"partition(s) truncated, {result.freed_bytes:,} bytes freed")
     print()
     print("packed tier, telemetry_gpuchunk (a row per GPU and hour, 1 btree (gpu_id, start))")
     print(f"  heap                 : {packed[0] / samples:7.2f} bytes per GPU sample")

@@ -23,6 +23,19 @@ into its (GPU, hour) chunk:
    (``nicrollup``). The raw NIC rows stay where they are (the detectors read them), so
    there is no reason to wait ``RAW_HOT_MINUTES``: a batch arriving after its hour was rolled
    up marks it due again.
+5. Last (unless the budget stopped the run), each hot day partition whose whole day lies
+   before the horizon and that still takes more than its empty size is truncated: the
+   DELETEs above leave a packed day's rows on disk as dead tuples, and its (gpu_id, ts)
+   index whole, until a VACUUM (nothing here runs one, and autovacuum may be off) or until
+   retention drops the partition. Each in its own short transaction: lock the partition
+   (``ACCESS EXCLUSIVE``, waiting ``TRUNCATE_LOCK_TIMEOUT`` at most: ingest writing late
+   rows into it, or a read, wins and the next run tries again), check it holds no row,
+   ``TRUNCATE``. Under that lock no row can arrive between the check and the truncate; a
+   row that came after the DELETEs keeps the partition as it is, for the next run.
+   Truncated, not dropped: the partition stays, so ingest's cache of the partitions it
+   created (``partitions._known``) stays true, and a late sample for that day lands in it
+   and is merged by the next run as any late data (dropped, that sample's flush would find
+   no partition; and a DROP locks the parent table, so all of ingest, for its duration).
 
 ``packed.raw_samples`` reads a GPU's (or a job's) samples at full resolution across both
 tiers.
@@ -34,8 +47,9 @@ import time
 import zlib
 from dataclasses import dataclass
 
+import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from clusterui.telemetry import codec, nicrollup, packed, partitions
@@ -52,6 +66,9 @@ HOUR = dt.timedelta(hours=1)
 # (NIC, hour)s rolled up per transaction: at 10 s, 360,000 raw rows.
 NIC_HOURS_PER_TRANSACTION = 1000
 _COLS = ", ".join(GPU_METRIC_NAMES)
+# How long truncating a packed day's hot partition waits for its lock; then it is skipped
+# until the next run (a lock wait also queues ingest and reads of that partition behind it).
+TRUNCATE_LOCK_TIMEOUT = "3s"
 
 
 @dataclass
@@ -63,6 +80,8 @@ class CompactResult:
     chunks: int = 0  # chunks written (new or merged)
     merged: int = 0  # of which merged with an existing chunk
     nic_hours: int = 0  # (NIC, hour)s whose rollups were recomputed
+    truncated: int = 0  # hot day partitions truncated once their day was packed
+    freed_bytes: int = 0  # what they took on disk beyond their empty size
     unfinished: bool = False  # stopped by the time budget: the next run goes on
     locked_out: bool = False
     seconds: float = 0.0
@@ -99,17 +118,20 @@ def compact(now: dt.datetime | None = None, *, budget_s: float = 120.0,
                  result, began)
         if not result.unfinished:
             _roll_up_nics(now, budget_s, result, began)
+        if not result.unfinished:
+            _truncate_packed_days(budget_s, result, began)
     finally:
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
     result.seconds = time.monotonic() - began
     if result.nic_hours:
         log.info("NIC rollups: %d (NIC, hour)s recomputed", result.nic_hours)
-    if result.rows:
+    if result.rows or result.truncated:
         log.info("compaction up to %s: %d hot rows into %d chunks (%d merged), %d "
-                 "transactions, %.1f s%s", result.horizon, result.rows, result.chunks,
-                 result.merged, result.transactions, result.seconds,
-                 " (held back by the detectors)" if result.held_back else "")
+                 "transactions, %d hot partitions truncated (%.1f MB freed), %.1f s%s",
+                 result.horizon, result.rows, result.chunks, result.merged,
+                 result.transactions, result.truncated, result.freed_bytes / 1e6,
+                 result.seconds, " (held back by the detectors)" if result.held_back else "")
     return result
 
 
@@ -150,6 +172,46 @@ def _roll_up_nics(now, budget_s: float, result: CompactResult, began: float) -> 
             return
         result.nic_hours += len(pairs)
         result.transactions += 1
+
+
+def _truncate_packed_days(budget_s: float, result: CompactResult, began: float) -> None:
+    """Truncate the hot partitions of the days before the horizon that hold no row (see the
+    module's docstring, step 5)."""
+    for name, day in partitions.existing_partitions(GPU_SAMPLE_TABLE):
+        if dt.datetime.combine(day + dt.timedelta(days=1), dt.time(),
+                               tzinfo=dt.UTC) > result.horizon:
+            continue
+        if time.monotonic() - began > budget_s:
+            result.unfinished = True
+            return
+        # Its size, and its size when empty: no heap, a metapage per btree (TOAST's too).
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT pg_total_relation_size(c.oid), current_setting('block_size')::bigint "
+                "* (SELECT count(*) FROM pg_index x WHERE x.indrelid IN (c.oid, c.reltoastrelid)) "
+                "FROM pg_class c WHERE c.oid = %s::regclass", [name])
+            size, empty = cur.fetchone()
+        if size <= empty:
+            continue  # truncated already, or never written to
+        try:
+            with transaction.atomic(), connection.cursor() as cur:
+                cur.execute("SELECT set_config('lock_timeout', %s, true)",  # SET LOCAL
+                            [TRUNCATE_LOCK_TIMEOUT])
+                cur.execute(f'LOCK TABLE "{name}" IN ACCESS EXCLUSIVE MODE')
+                cur.execute(f'SELECT EXISTS (SELECT 1 FROM "{name}")')
+                if cur.fetchone()[0]:
+                    continue  # a late row: the next run packs it, then truncates
+                cur.execute(f'TRUNCATE "{name}"')
+                cur.execute("SELECT pg_total_relation_size(%s::regclass)", [name])
+                freed = size - cur.fetchone()[0]
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+                raise
+            log.info("hot partition %s not truncated: in use for over %s, the next run tries "
+                     "again", name, TRUNCATE_LOCK_TIMEOUT)
+            continue
+        result.truncated += 1
+        result.freed_bytes += freed
 
 
 def _hours_to_compact(days: list[dt.date], limit: dt.datetime) -> list[dt.datetime]:

@@ -37,7 +37,8 @@ def maintain_partitions():
 
 @shared_task(name="clusterui.telemetry.compact", ignore_result=True)
 def compact():
-    """Pack the hot GPU samples older than the horizon into hour chunks and rollups, and
-    recompute the NIC rollups that are due."""
+    """Pack the hot GPU samples older than the horizon into hour chunks and rollups,
+    recompute the NIC rollups that are due, and truncate the hot partitions of the days
+    packed."""
     # Well inside the task's time limit; what is left waits for the next run.
     compaction.compact(budget_s=settings.CELERY_TASK_TIME_LIMIT * 0.5)
