@@ -14,9 +14,10 @@ GPUs change them little and the simulator takes about 10 s per GPU-day on 2 core
    rollups' bytes (per GPU sample, and per row).
 
 All sizes are PostgreSQL's own (``pg_relation_size``/``pg_table_size``/``pg_indexes_size``),
-summed over the partitions, as the product leaves them: after ingest and compaction, with
-no VACUUM (the product runs none; whether autovacuum is on is printed, it may be off, and
-a run that finishes in minutes gives it little chance either way).
+summed over the partitions, as the product leaves them: after ingest, compaction and the
+product's own vacuum task (``clusterui.telemetry.vacuum``, which vacuums the tables due
+only where PostgreSQL's autovacuum is off; whether it is on is printed), never a manual
+VACUUM.
 
     python benchmarks/storage.py [--nodes 2] [--gpus-per-node 8] [--hours 24]
 """
@@ -77,7 +78,7 @@ def main() -> None:
 
     from clusterui.ingest.simulate import simulated_cluster
     from clusterui.jobs.tasks import close_stale_jobs
-    from clusterui.telemetry import codec, compaction
+    from clusterui.telemetry import codec, compaction, vacuum
     from clusterui.telemetry.metrics import (
         GPU_CHUNK_TABLE,
         GPU_ROLLUP_TABLES,
@@ -119,7 +120,8 @@ def main() -> None:
           f"{args.hours:g} h at {args.interval:g} s: {samples:,} GPU samples "
           f"({counts['batches']:,} batches through the ingest writer, {sim_s:.0f} s; "
           f"{float(null_share):.0%} of samples without GPM metrics)")
-    print(f"sizes as ingest and compaction leave them: no VACUUM (autovacuum {autovacuum})")
+    print(f"sizes as ingest, compaction and the product's vacuum task leave them "
+          f"(autovacuum {autovacuum})")
     print()
     print("hot tier, telemetry_gpusample (a row per sample, 1 btree (gpu_id, ts))")
     print(f"  heap                 : {hot[0] / samples:7.1f} bytes per GPU sample")
@@ -130,6 +132,7 @@ def main() -> None:
     began = time.perf_counter()
     result = compaction.compact(timezone.now(), budget_s=10**9)
     compact_s = time.perf_counter() - began
+    vacuumed = vacuum.vacuum_due(budget_s=10**9)  # as beat runs it after compaction
     assert result.rows == samples and not result.held_back, result
     with psycopg.connect(url, autocommit=True) as conn:
         hot_after = sizes(conn, GPU_SAMPLE_TABLE)
@@ -157,6 +160,8 @@ def main() -> None:
     print(f"  hot table after      : {sum(hot_after):12,d} bytes (heap {hot_after[0]:,}, TOAST "
           f"and maps {hot_after[1]:,}, indexes {hot_after[2]:,}): {result.truncated} day "
           f"partition(s) truncated, {result.freed_bytes:,} bytes freed")
+    print(f"  vacuum task          : {len(vacuumed.tables)} tables vacuumed"
+          + (" (none: autovacuum is on)" if vacuumed.skipped_autovacuum_on else ""))
     print()
     print("packed tier, telemetry_gpuchunk (a row per GPU and hour, 1 btree (gpu_id, start))")
     print(f"  heap                 : {packed[0] / samples:7.2f} bytes per GPU sample")

@@ -55,6 +55,8 @@ app.conf.beat_schedule = {
     # Hot GPU hours closed RAW_HOT_MINUTES ago (and read by the detectors) into packed hour
     # chunks and rollups.
     "compact-telemetry": _entry("clusterui.telemetry.compact", "BEAT_COMPACT_S", 300),
+    # Dead rows reclaimed where PostgreSQL's autovacuum is off (else it does nothing).
+    "vacuum-tables": _entry("clusterui.telemetry.vacuum", "BEAT_VACUUM_S", 300),
     "close-stale-jobs": _entry("clusterui.jobs.close_stale_jobs", "BEAT_STALE_JOBS_S", 60),
     "alert-silent-nodes": _entry("clusterui.ingest.alert_silent_nodes", "BEAT_SILENT_NODES_S",
                                  60),

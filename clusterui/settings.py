@@ -292,6 +292,10 @@ env_retired("RAW_HOT_HOURS", "set RAW_HOT_MINUTES, the minutes a closed hour sta
             "(RAW_HOT_HOURS=2 was RAW_HOT_MINUTES=120; the default is now 10)")
 COMPACTION_GPUS_PER_TRANSACTION = env_int("COMPACTION_GPUS_PER_TRANSACTION", 256, minimum=1,
                                           maximum=100_000)
+# Where PostgreSQL's autovacuum is off, the product vacuums a table once its dead rows pass
+# this many plus this share of its live rows (autovacuum's own rule and defaults).
+VACUUM_THRESHOLD_ROWS = env_int("VACUUM_THRESHOLD_ROWS", 50, minimum=0)
+VACUUM_SCALE_FACTOR = env_float("VACUUM_SCALE_FACTOR", 0.2, minimum=0.0, maximum=100.0)
 # Rollups (per GPU and per job) outlive the raw samples.
 ROLLUP_1M_RETENTION_DAYS = env_int("ROLLUP_1M_RETENTION_DAYS", 60, minimum=1)
 # The 5-minute GPU rollups (a day's chart reads them) sit between the two.

@@ -4,7 +4,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from clusterui.telemetry import compaction, partitions
+from clusterui.telemetry import compaction, partitions, vacuum
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_ROLLUP_TABLES,
@@ -42,3 +42,9 @@ def compact():
     packed."""
     # Well inside the task's time limit; what is left waits for the next run.
     compaction.compact(budget_s=settings.CELERY_TASK_TIME_LIMIT * 0.5)
+
+
+@shared_task(name="clusterui.telemetry.vacuum", ignore_result=True)
+def vacuum_tables():
+    """Vacuum the tables whose dead rows are due, where PostgreSQL's autovacuum is off."""
+    vacuum.vacuum_due(budget_s=settings.CELERY_TASK_TIME_LIMIT * 0.5)
