@@ -10,7 +10,6 @@ from clusterui.web.figures.common import points_per_series
 METRICS = ("util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct",
            "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "pcie_tx_bytes_per_s",
            "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
-GB_PER_BYTE = 1e-9
 # Metrics drawn with a min-max band: the ones whose dips a finding is about.
 BANDED = ("util_pct", "sm_active_pct", "power_w", "sm_clock_mhz")
 
@@ -53,7 +52,7 @@ def figures(gpu, allocs, start, end) -> tuple[dict, int]:
                                    ("pcie_rx_bytes_per_s", "PCIe receive"),
                                    ("nvlink_tx_bytes_per_s", "NVLink transmit"),
                                    ("nvlink_rx_bytes_per_s", "NVLink receive")],
-                       y_title="GB/s", scale=GB_PER_BYTE, hover_format=".1f",
+                       y_title="GB/s", scale=ts_figs.GB_PER_BYTE, hover_format=".1f",
                        capacity=(gpu.nvlink_bytes_per_s,
                                  f"NVLink capacity {(gpu.nvlink_bytes_per_s or 0) * 1e-9:,.0f}"
                                  " GB/s")),

@@ -12,12 +12,11 @@ from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import JobGpu
 from clusterui.telemetry.series import gpu_series, job_host_series, nic_series, pick_step
 from clusterui.web import derived, scheduler_facts, timerange
-from clusterui.web.figures import nodestrip
+from clusterui.web.figures import evidence, nodestrip
 from clusterui.web.figures import timeseries as ts_figs
 from clusterui.web.figures.common import points_per_series
 
-GPU_METRICS = ("util_pct", "sm_active_pct", "mem_used_mib", "power_w", "temp_c",
-               "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
+GPU_METRICS = ("util_pct", "mem_used_mib", "power_w", "temp_c", *evidence.METRICS)
 # A little before the first and after the last sample, so the edges are visible.
 PAD = dt.timedelta(seconds=30)
 
@@ -139,6 +138,7 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
             capacity_label="power limit {:,.0f} W"),
         "temperature": ts_figs.per_gpu_chart(gs, "temp_c", labels, y_title="°C"),
         "cpu": ts_figs.host_cpu_chart(hs, job.id, cpus_per_node=cpus_per_node),
+        **evidence.charts(gs, labels, gpus),
     }
     if len(view.nodes) > 1:
         view.figures.update(node_strips(view.nodes, gpus, gs, nics, ns))

@@ -7,10 +7,11 @@ from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import Job, JobGpu
 from clusterui.telemetry.series import gpu_series, nic_series, pick_step
 from clusterui.web import derived
+from clusterui.web.figures import evidence
 from clusterui.web.figures import timeseries as ts_figs
 from clusterui.web.figures.common import points_per_series
 
-GPU_METRICS = ("util_pct", "sm_active_pct", "mem_used_mib", "power_w", "temp_c")
+GPU_METRICS = ("util_pct", "mem_used_mib", "power_w", "temp_c", *evidence.METRICS)
 
 
 def allocations(node, user, start, end) -> list[dict]:
@@ -56,9 +57,7 @@ def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
     return {
         "util": ts_figs.per_gpu_chart(gs, "util_pct", labels, y_title="GPU utilization (NVML) %",
                                       y_range=ts_figs.PCT_RANGE, band=bands.get("util_pct")),
-        "sm": ts_figs.per_gpu_chart(gs, "sm_active_pct", labels, y_title="SM activity (GPM) %",
-                                    y_range=ts_figs.PCT_RANGE,
-                                    band=bands.get("sm_active_pct")),
+        **evidence.charts(gs, labels, gpus, sm_band=bands.get("sm_active_pct")),
         "memory": ts_figs.per_gpu_chart(
             gs, "mem_used_mib", labels, y_title="GiB", scale=ts_figs.GIB_PER_MIB,
             capacities={g.id: g.memory_total_mib for g in gpus},

@@ -27,6 +27,7 @@ from clusterui.web.figures.common import (
 PCT_RANGE = (0, 102)
 GIB_PER_MIB = 1 / 1024
 GBIT_PER_BYTE = 8 / 1e9
+GB_PER_BYTE = 1e-9
 
 
 def _figure(*, data, layout) -> go.Figure:
@@ -53,31 +54,70 @@ def _line(axis: dict, values, name: str, colour: str, *, width=1.6, dash="solid"
             **extra}
 
 
-def per_gpu_chart(series, metric: str, labels: dict[int, str], *, y_title: str,
-                  scale: float = 1.0, y_range=None, capacities: dict[int, float] | None = None,
+def per_gpu_chart(series, metric: str | tuple[tuple[str, str], ...], labels: dict[int, str], *,
+                  y_title: str, scale: float = 1.0, y_range=None,
+                  capacities: dict[int, float] | None = None,
                   capacity_label: str = "capacity {:,.0f}", hover_format: str = ".0f",
-                  band: tuple[list, list] | None = None) -> go.Figure | None:
+                  band: tuple[list, list] | None = None,
+                  say_unreported: bool = False) -> go.Figure | None:
     """One trace per GPU (``labels``: gpu id -> name, in display order); optional dashed
     lines at the GPUs' capacity (memory size, power limit), one per distinct value,
     labelled by ``capacity_label`` (a format string). ``band``: (lowest, highest) sample of
-    any of the GPUs per bucket, shaded behind the lines (``band_traces``)."""
+    any of the GPUs per bucket, shaded behind the lines (``band_traces``).
+
+    ``metric`` may be several (metric, word) pairs, e.g. a link's transmit and receive:
+    each GPU then draws one line per metric in its colour, solid then dotted, one legend
+    entry per GPU, the hover naming each line "<GPU> <word>". ``say_unreported``: GPUs that
+    sent samples (some metric of ``series`` has values) but none of this one, e.g. SM
+    activity on a GPU without GPM, are named in a note on the chart instead of drawing
+    nothing silently."""
+    pairs = [(metric, "")] if isinstance(metric, str) else list(metric)
     axis = time_axis(series)
     traces = []
     if band is not None:
         traces += band_traces(axis, band[0], band[1], "any GPU", "#555555", scale=scale,
                               hover_format=hover_format)
+    unreported = []
     for i, (gpu_id, label) in enumerate(labels.items()):
-        values = series.values.get(gpu_id, {}).get(metric, [])
-        if has_values(values):
-            trace = _line(axis, values, label, color(i), hover=f"%{{y:{hover_format}}}")
+        row = series.values.get(gpu_id, {})
+        drawn = False
+        for (name, word), dash in zip(pairs, ("solid", "dot", "dash"), strict=False):
+            values = row.get(name, [])
+            if not has_values(values):
+                continue
+            hover = f"%{{y:{hover_format}}}"
+            group = {}
+            if word:
+                # One legend entry per GPU (its lines toggle together); the hover names
+                # each line. Plotly reads tags in these texts: escaped.
+                hover += f"<extra>{escape(label)} {escape(word)}</extra>"
+                group = {"legendgroup": label, "showlegend": not drawn}
+            trace = _line(axis, values, label, color(i), dash=dash, hover=hover, **group)
             trace["y"] = trace["y"] * scale
             traces.append(trace)
+            drawn = True
+        if not drawn and any(has_values(v) for v in row.values()):
+            unreported.append(label)
     if not traces:
         return None
     lines = [(v, capacity_label.format(v))
              for v in sorted({c * scale for c in (capacities or {}).values() if c})]
-    return _figure(data=traces, layout=layout(
-        y_title=y_title, y_range=y_range, show_legend=len(labels) > 1, **capacity_lines(lines)))
+    extra = capacity_lines(lines)
+    if say_unreported and unreported:
+        extra["annotations"].append(unreported_note(unreported, len(labels)))
+    base = layout(y_title=y_title, y_range=y_range,
+                  show_legend=len(labels) > 1 or len(pairs) > 1, **extra)
+    # Each GPU's lines are a legend group: no gap between groups, or 8 GPUs overflow.
+    base["legend"]["tracegroupgap"] = 0
+    return _figure(data=traces, layout=base)
+
+
+def unreported_note(names: list[str], of: int) -> dict:
+    """A note in the chart's top right corner naming the GPUs that do not report it."""
+    who = ", ".join(names) if len(names) <= 4 else f"{len(names)} of {of} GPUs"
+    return {"text": f"not reported by {who}", "xref": "paper", "x": 1, "xanchor": "right",
+            "yref": "paper", "y": 1, "yanchor": "top", "showarrow": False,
+            "font": {"size": 10, "color": MUTED}, "bgcolor": "rgba(255,255,255,0.85)"}
 
 
 def nic_throughput_chart(series, nics) -> go.Figure | None:
