@@ -147,14 +147,14 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
 
 def node_strips(nodes, gpus, gs, nics, ns) -> dict:
     """A multi-node job's nodes x time strips, from the series the page already read: each
-    node's mean SM activity over its GPUs (NVML utilization where no GPU of the job reports
-    SM activity), and its fabric traffic against capacity. The odd node is the odd row."""
-    ids = [g.id for g in gpus]
+    node's mean SM activity over its GPUs, or NVML utilization unless every node reports SM
+    activity (rows of one quantity: a node without GPM is a row too, not left out), and its
+    fabric traffic against capacity. The odd node is the odd row."""
+    on = {n.id: [g.id for g in gpus if g.node_id == n.id] for n in nodes}
     metric, what = (("sm_active_pct", "SM activity (GPM)")
-                    if derived.has_metric(gs, ids, "sm_active_pct")
+                    if all(derived.has_metric(gs, on[n.id], "sm_active_pct") for n in nodes)
                     else ("util_pct", "GPU utilization (NVML)"))
-    busy = [(n.name, derived.mean_over(gs, [g.id for g in gpus if g.node_id == n.id], metric))
-            for n in nodes]
+    busy = [(n.name, derived.mean_over(gs, on[n.id], metric)) for n in nodes]
     traffic = [(n.name, derived.nic_load_pct(ns, [c for c in nics if c.node_id == n.id]))
                for n in nodes]
     return {

@@ -185,4 +185,9 @@ def test_a_job_on_gpus_with_and_without_gpm_names_those_that_do_not_report(clien
     assert {t["name"] for t in nvlink["data"]} == {
         "gpu-h001 · GPU 0", "gpu-h001 · GPU 1"}
     assert [s["y0"] for s in nvlink["layout"]["shapes"]] == [pytest.approx(450.0)]
-    assert 'id="chart-nodes_busy"' in html  # the multi-node strips are kept
+    # The nodes strip compares the nodes in one quantity all of them report: NVML
+    # utilization, both nodes a row (with SM activity, the A100 node's row was left out and
+    # the strip, one row, was not drawn).
+    strip = embedded(html, "nodes_busy")
+    assert strip["data"][0]["y"] == ["gpu-h001", "gpu-p001"]
+    assert strip["data"][0]["name"] == "GPU utilization (NVML)"
