@@ -183,10 +183,9 @@ def main() -> None:
         print(f"  {table:22s}: {size / max(nic_samples, 1):7.2f} bytes per NIC sample "
               f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
     print()
-    print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4)")
-    for metric, (kind, scale) in codec.PRECISION.items():
-        what = {"scale": f"1/{scale:g} of the unit", "int": "exact integer",
-                "f32": "exact (the hot tier's float32)"}[kind]
+    print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4, "
+          "the byte rates' float8)")
+    for metric, what in codec.describe_precision().items():
         print(f"  {metric:22s}: {what}")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
