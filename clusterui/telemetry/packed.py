@@ -142,10 +142,10 @@ def _rollup_columns(r: Rollup) -> list:
     for name, (values, null) in r.cols.items():
         if name == "throttle_reasons_or":
             kind = "int8"
-        elif name.startswith("energy_j") or name.rsplit("_", 1)[0] in ROLLUP_FLOAT8:
-            kind = "float8"
         elif name in int_cols or name.endswith("_n"):
             kind = "int4"
+        elif name.startswith("energy_j") or name.rsplit("_", 1)[0] in ROLLUP_FLOAT8:
+            kind = "float8"  # <m>_avg, _max, _min of a byte rate (migration 0008)
         else:
             kind = "float4"
         out.append((name, kind, values, null))

@@ -84,11 +84,16 @@ COLLECTOR = {
     / 1000.0,
 }
 METRIC = {m.name: m for m in GPU_METRICS}
+# A rate needs two readings, GPM two samples: the collector's first tick sends none.
+FIRST_NULL = {m for m in GPU_METRIC_NAMES if m.endswith(("_bytes_per_s", "_active_pct"))}
 
 
 def collector_values(seed: int = 17) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {m: COLLECTOR[m](rng, N) for m in GPU_METRIC_NAMES if m in COLLECTOR}
+    out = {m: COLLECTOR[m](rng, N) for m in GPU_METRIC_NAMES if m in COLLECTOR}
+    for m in FIRST_NULL:
+        out[m][0] = np.nan
+    return out
 
 
 def ingest(values: dict[str, np.ndarray]) -> np.ndarray:
@@ -103,7 +108,7 @@ def ingest(values: dict[str, np.ndarray]) -> np.ndarray:
         row = [float(ts[k]), 0, None]
         for m in names:
             v = values[m][k]
-            row.append(int(v) if METRIC[m].integer else float(v))
+            row.append(int(v) if METRIC[m].integer else None if np.isnan(v) else float(v))
         rows.append(row)
     batch["gpu_samples"] = {"fields": ["ts", "gpu", "job", *names], "rows": rows}
     result = store_batch(validate_batch(batch))
@@ -159,10 +164,15 @@ def assert_rollups(name: str, gpu_id: int, ts: np.ndarray, v: np.ndarray) -> Non
             want = [(v[p].min(), v[p].max(), v[p][-1]) for p in parts]
             assert got == want, (name, table)
             continue
-        got = fetch(f"SELECT {name}_min, {name}_max, {name}_avg FROM {table} "
+        got = fetch(f"SELECT {name}_min, {name}_max, {name}_avg, {name}_n FROM {table} "
                     "WHERE gpu_id = %s ORDER BY bucket", [gpu_id])
         assert len(got) == len(parts), (name, table)
-        lo, hi, avg = (np.array(c, np.float64) for c in zip(*got, strict=True))
+        lo, hi, avg, _ = (np.array(c, np.float64) for c in zip(*got, strict=True))
+        present = [p[~np.isnan(v[p])] if v.dtype.kind == "f" else p for p in parts]
+        counts = [None if len(q) == len(p) else len(q)
+                  for p, q in zip(parts, present, strict=True)]
+        assert [g[3] for g in got] == counts, (name, table)  # NULL: all samples had it
+        parts = present
         assert_stored(name, lo, [v[p].min() for p in parts], f"min, {table}")
         assert_stored(name, hi, [v[p].max() for p in parts], f"max, {table}")
         mean = np.array([np.mean(v[p].astype(np.float64)) for p in parts])
@@ -183,16 +193,17 @@ def test_every_tier_keeps_the_stated_precision(name):
     gpu_id = Gpu.objects.get().id
     v = values[name]
 
+    null = np.isnan(v) if v.dtype.kind == "f" else np.zeros(N, bool)
     hot = the_block(gpu_id)
-    assert np.array_equal(hot.ts, ts) and not hot.nulls[name].any()
-    assert_stored(name, hot.values[name], v, "hot tier")
+    assert np.array_equal(hot.ts, ts) and np.array_equal(hot.nulls[name], null)
+    assert_stored(name, hot.values[name][~null], v[~null], "hot tier")
 
     result = compaction.compact(NOW, budget_s=10**9)
     assert result.rows == N and result.chunks == 1, result
     assert fetch("SELECT count(*) FROM telemetry_gpusample") == [(0,)]
     chunk = the_block(gpu_id)
-    assert np.array_equal(chunk.ts, ts) and not chunk.nulls[name].any()
-    assert_packed(name, chunk.values[name], v)
+    assert np.array_equal(chunk.ts, ts) and np.array_equal(chunk.nulls[name], null)
+    assert_packed(name, chunk.values[name][~null], v[~null])
     assert_rollups(name, gpu_id, ts, v)
 
 
