@@ -22,7 +22,7 @@ ROLLUPS = ("telemetry_gpurollup1m", "telemetry_gpurollup5m", "telemetry_gpurollu
 
 
 def _alter(sql_type: str) -> str:
-    out = [f"ALTER TABLE telemetry_gpusample "
+    out = ["ALTER TABLE telemetry_gpusample "
            + ", ".join(f"ALTER COLUMN {m} TYPE {sql_type}" for m in RATES) + ";"]
     for table in ROLLUPS:
         out.append(f"ALTER TABLE {table} " + ", ".join(
