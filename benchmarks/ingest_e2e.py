@@ -144,7 +144,7 @@ def copy_ceiling(rows: int) -> float:
     data = [(now + dt.timedelta(seconds=i // 8), 1e6, 0, i % 8 + 1, None, 50.0, 40.0, 1000,
              300.0, 60.0, 1980.0, 50.0, 20.0, 30.0, 1e9, 1e9, 1e10, 1e10) for i in range(rows)]
     types = ["timestamptz", "float8", "int8", "int4", "int4"] + ["float4"] * 2 + ["int4"] + \
-        ["float4"] * 10
+        ["float4"] * 6 + ["float8"] * 4  # the byte rates are double precision (0008)
     cols = ("ts", "energy_j", "throttle_reasons", "gpu_id", "job_id", "util_pct",
             "mem_util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz",
             "sm_active_pct", "tensor_active_pct", "dram_active_pct", "pcie_tx_bytes_per_s",

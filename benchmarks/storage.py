@@ -34,7 +34,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE_DB = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui")
-DB = BASE_DB.rsplit("/", 1)[0] + "/clusterui_bench_storage"
+# The scratch database (dropped and made again): STORAGE_BENCH_DB names another, so that
+# two runs side by side (two worktrees) do not drop each other's.
+DB_NAME = os.environ.get("STORAGE_BENCH_DB", "clusterui_bench_storage")
+DB = BASE_DB.rsplit("/", 1)[0] + "/" + DB_NAME
 
 
 def sizes(conn, table: str) -> tuple[int, int, int]:
@@ -61,8 +64,8 @@ def main() -> None:
 
     admin = BASE_DB.rsplit("/", 1)[0].replace("postgres://", "postgresql://", 1) + "/postgres"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS clusterui_bench_storage WITH (FORCE)")
-        conn.execute("CREATE DATABASE clusterui_bench_storage")
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB_NAME}")
     os.environ.update({"DATABASE_URL": DB, "DEBUG": "1",
                        "DJANGO_SETTINGS_MODULE": "clusterui.settings"})
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT,
@@ -185,13 +188,12 @@ def main() -> None:
         print(f"  {table:22s}: {size / max(nic_samples, 1):7.2f} bytes per NIC sample "
               f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
     print()
-    print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4)")
-    for metric, (kind, scale) in codec.PRECISION.items():
-        what = {"scale": f"1/{scale:g} of the unit", "int": "exact integer",
-                "f32": "exact (the hot tier's float32)"}[kind]
+    print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4, "
+          "the byte rates' float8)")
+    for metric, what in codec.describe_precision().items():
         print(f"  {metric:22s}: {what}")
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS clusterui_bench_storage WITH (FORCE)")
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
 
 
 if __name__ == "__main__":

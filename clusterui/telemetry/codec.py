@@ -2,7 +2,7 @@
 
 Layout of a blob (little-endian)::
 
-    byte 0        format version (1)
+    byte 0        format version (2; version 1 blobs are still read, see below)
     byte 1        compressor (1 = zlib)
     bytes 2..     the compressed body:
         int64     start, ms since the Unix epoch (the chunk's hour)
@@ -10,16 +10,28 @@ Layout of a blob (little-endian)::
         then one section per column, in ``COLUMNS`` order (ts, job, the 15 GPU metrics):
             uint8   flags: 1 = some values are null (a bit mask follows), 2 = all null
             [ceil(n/8) bytes: the null mask, np.packbits order]   if flags & 1
+            [uint8  d: how an "exact" metric's values became integers] unless all null
             int64   the first non-null value, quantised                unless all null
             uint8   width w of the rest: 0, 1, 2, 4 or 8 bytes
             (k-1)*w bytes: the rest as zigzag(delta), byte-shuffled (every value's first
                     byte, then every value's second byte, ...)
 
-Timestamps are ms offsets from ``start``; ``job`` is the job's id (0 = no job). Each metric is
-quantised to an integer at the precision in ``PRECISION`` (nothing NVML reports is finer),
-then delta-encoded (neighbouring samples are close) and zigzagged (small negative deltas stay
-small), and the whole body is deflated. Byte rates are not scaled: they are kept as the exact
-float32 the hot tier stores (its bit pattern is the integer), so packing them loses nothing.
+Timestamps are ms offsets from ``start``; ``job`` is the job's id (0 = no job). Each metric
+becomes an integer as ``PRECISION`` says, then is delta-encoded (neighbouring samples are
+close) and zigzagged (small negative deltas stay small), and the whole body is deflated:
+
+- "scale": round(v * s), a fixed step (0.01 %, 1 mW, ...) that divides the collector's own
+  resolution, so rounding gives the collector's value back;
+- "int": the integer as it is (memory in MiB, the clock-event bit mask);
+- "exact" (byte rates, the energy counter): the float64 itself, bit for bit, however it was
+  computed. Per chunk and metric, ``d`` is the fewest decimals 0..``MAX_DECIMALS`` with which
+  every value is exactly ``q / 10**d`` for integers q (whole B/s, mJ / 1000: compact
+  deltas), or ``FLOAT_BITS`` (255): the float64 bit patterns as int64 (a rate the collector
+  divided by a measured interval has 52 significant bits; nothing smaller is exact).
+
+Version 1 (until migration 0008) kept byte rates as the float32 the hot tier then stored
+(its bit pattern as the integer) and the energy counter at 1 mJ ("scale" 1000), with no
+``d`` byte; ``unpack`` reads both.
 
 ``pack``/``unpack`` are the whole API: numpy arrays in, bytes out, and back.
 """
@@ -32,12 +44,12 @@ import numpy as np
 
 from clusterui.telemetry.metrics import GPU_METRIC_NAMES
 
-VERSION = 1
+VERSION = 2
 ZLIB = 1
 ZLIB_LEVEL = 9
 
-# How each metric becomes an integer: ("scale", s) stores round(v * s); "f32" stores the
-# float32's bit pattern (exact); "int" stores the integer as it is.
+# How each metric becomes an integer: ("scale", s) stores round(v * s); "int" stores the
+# integer as it is; "exact" stores the float64 exactly (q / 10**d, or its bit pattern).
 PRECISION: dict[str, tuple[str, float]] = {
     "util_pct": ("scale", 100),  # 0.01 %
     "mem_util_pct": ("scale", 100),
@@ -48,14 +60,19 @@ PRECISION: dict[str, tuple[str, float]] = {
     "sm_active_pct": ("scale", 100),
     "tensor_active_pct": ("scale", 100),
     "dram_active_pct": ("scale", 100),
-    "pcie_tx_bytes_per_s": ("f32", 1),  # the hot tier's float32, bit for bit
-    "pcie_rx_bytes_per_s": ("f32", 1),
-    "nvlink_tx_bytes_per_s": ("f32", 1),
-    "nvlink_rx_bytes_per_s": ("f32", 1),
+    "pcie_tx_bytes_per_s": ("exact", 1),  # the float64 B/s, bit for bit
+    "pcie_rx_bytes_per_s": ("exact", 1),
+    "nvlink_tx_bytes_per_s": ("exact", 1),
+    "nvlink_rx_bytes_per_s": ("exact", 1),
     "throttle_reasons": ("int", 1),  # the bit mask, exact
-    "energy_j": ("scale", 1000),  # 1 mJ (NVML reports mJ)
+    "energy_j": ("exact", 1),  # a counter: exact (NVML's mJ / 1000 packs as d = 3)
 }
 assert tuple(PRECISION) == GPU_METRIC_NAMES
+# Version 1: byte rates as float32 bit patterns ("f32"), energy at 1 mJ.
+PRECISION_V1 = {**PRECISION, **{m: ("f32", 1) for m in GPU_METRIC_NAMES
+                                if m.endswith("_bytes_per_s")}, "energy_j": ("scale", 1000)}
+MAX_DECIMALS = 6
+FLOAT_BITS = 255
 INTEGER_METRICS = frozenset(m for m, (kind, _) in PRECISION.items() if kind == "int")
 COLUMNS = ("ts", "job", *GPU_METRIC_NAMES)
 
@@ -69,8 +86,8 @@ def describe_precision() -> dict[str, str]:
     for name, (kind, scale) in PRECISION.items():
         if kind == "scale":
             out[name] = f"{1 / scale:g} {units[name]}"
-        elif kind == "f32":
-            out[name] = "float32 as stored in the hot tier (exact)"
+        elif kind == "exact":
+            out[name] = "exact (the float64 as ingested)"
         else:
             out[name] = "exact integer"
     return out
@@ -139,19 +156,37 @@ def _get_ints(buf: memoryview, pos: int, k: int) -> tuple[np.ndarray, int]:
     return q, pos
 
 
-def _quantise(name: str, v: np.ndarray) -> np.ndarray:
-    kind, scale = PRECISION[name]
+def _decimals(v: np.ndarray) -> int:
+    """The fewest decimals d with every value exactly ``q / 10**d`` (integer q, |q| < 2**53),
+    else ``FLOAT_BITS``; -0.0 (not q / 10**d for any q) takes the bit patterns."""
+    bits = v.view(np.int64)
+    for d in range(MAX_DECIMALS + 1):
+        s = 10.0**d
+        q = np.rint(v * s)
+        if not (np.abs(q) < 2.0**53).all():
+            break
+        if np.array_equal((q.astype(np.int64) / s).view(np.int64), bits):
+            return d
+    return FLOAT_BITS
+
+
+def _quantise(kind: str, scale: float, v: np.ndarray, d: int = 0) -> np.ndarray:
     if kind == "scale":
         return np.rint(np.asarray(v, np.float64) * scale).astype(np.int64)
+    if kind == "exact":
+        if d == FLOAT_BITS:
+            return v.view(np.int64).copy()
+        return np.rint(v * 10.0**d).astype(np.int64)
     if kind == "f32":
         return np.asarray(v, np.float32).view(np.int32).astype(np.int64)
     return np.asarray(v).astype(np.int64)
 
 
-def _restore(name: str, q: np.ndarray) -> np.ndarray:
-    kind, scale = PRECISION[name]
+def _restore(kind: str, scale: float, q: np.ndarray, d: int = 0) -> np.ndarray:
     if kind == "scale":
         return q / scale
+    if kind == "exact":
+        return q.view(np.float64) if d == FLOAT_BITS else q / 10.0**d
     if kind == "f32":
         return q.astype(np.int32).view(np.float32).astype(np.float64)
     return q
@@ -201,22 +236,31 @@ def pack(start_ms: int, ts_ms, job, values: dict, nulls: dict | None = None) -> 
             v = v[~mask]
         else:
             out.append(b"\0")
-        _put_ints(out, _quantise(name, v))
+        kind, scale = PRECISION[name]
+        d = 0
+        if kind == "exact":
+            v = np.ascontiguousarray(v, np.float64)
+            d = _decimals(v)
+            out.append(struct.pack("<B", d))
+        _put_ints(out, _quantise(kind, scale, v, d))
     body = b"".join(out)
     return struct.pack("<BB", VERSION, ZLIB) + zlib.compress(body, ZLIB_LEVEL)
 
 
 def unpack(blob: bytes) -> Block:
     version, compressor = struct.unpack_from("<BB", blob)
-    if version != VERSION or compressor != ZLIB:
+    if version not in (1, VERSION) or compressor != ZLIB:
         raise ValueError(f"unknown chunk format {version}/{compressor}")
+    precision = PRECISION if version == VERSION else PRECISION_V1
     buf = memoryview(zlib.decompress(memoryview(blob)[2:]))
     start, n = struct.unpack_from("<qI", buf)
     pos = 12
     cols: dict[str, np.ndarray] = {}
     masks: dict[str, np.ndarray] = {}
     for name in COLUMNS:
+        kind, scale = precision.get(name, ("int", 1))
         flags, pos = buf[pos], pos + 1
+        d = 0
         if flags & 2:
             mask = np.ones(n, bool)
             q = np.zeros(0, np.int64)
@@ -228,12 +272,14 @@ def unpack(blob: bytes) -> Block:
                 pos += size
             else:
                 mask = np.zeros(n, bool)
+            if kind == "exact":
+                d, pos = buf[pos], pos + 1
             q, pos = _get_ints(buf, pos, n - int(mask.sum()))
         masks[name] = mask
         if name in ("ts", "job"):
             cols[name] = q
             continue
-        restored = _restore(name, q)
+        restored = _restore(kind, scale, q, d)
         if name in INTEGER_METRICS:
             full = np.zeros(n, np.int64)
         else:

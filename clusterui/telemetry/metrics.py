@@ -2,7 +2,11 @@
 validation and the bulk writer.
 
 Each metric has the SQL type it is stored as and the range a real device can report;
-ingest rejects a sample whose value falls outside it (with that reason).
+ingest rejects a sample whose value falls outside it (with that reason). Byte rates and the
+energy counter are ``double precision``: stored exactly as ingested (the float64 a JSON
+parser reads), in the hot table and (migration 0008) the rollups' min, max and mean; the
+other gauges are ``real``, whose float32 keeps far more than the collector's resolution
+(``docs/collector.md``, "Resolution").
 """
 
 from dataclasses import dataclass
@@ -32,10 +36,10 @@ GPU_METRICS: tuple[Metric, ...] = (
     Metric("sm_active_pct", "real", *PCT, label="SM activity (GPM)", unit="%"),
     Metric("tensor_active_pct", "real", *PCT, label="Tensor activity (GPM)", unit="%"),
     Metric("dram_active_pct", "real", *PCT, label="DRAM activity (GPM)", unit="%"),
-    Metric("pcie_tx_bytes_per_s", "real", 0, RATE_MAX, label="PCIe TX", unit="B/s"),
-    Metric("pcie_rx_bytes_per_s", "real", 0, RATE_MAX, label="PCIe RX", unit="B/s"),
-    Metric("nvlink_tx_bytes_per_s", "real", 0, RATE_MAX, label="NVLink TX", unit="B/s"),
-    Metric("nvlink_rx_bytes_per_s", "real", 0, RATE_MAX, label="NVLink RX", unit="B/s"),
+    Metric("pcie_tx_bytes_per_s", "double precision", 0, RATE_MAX, label="PCIe TX", unit="B/s"),
+    Metric("pcie_rx_bytes_per_s", "double precision", 0, RATE_MAX, label="PCIe RX", unit="B/s"),
+    Metric("nvlink_tx_bytes_per_s", "double precision", 0, RATE_MAX, label="NVLink TX", unit="B/s"),
+    Metric("nvlink_rx_bytes_per_s", "double precision", 0, RATE_MAX, label="NVLink RX", unit="B/s"),
     Metric("throttle_reasons", "bigint", 0, (1 << 63) - 1, integer=True,
            label="Clock event reasons", unit="bitmask"),
     Metric("energy_j", "double precision", 0, 1e15, label="Energy counter", unit="J"),
@@ -86,6 +90,9 @@ MONTHLY_TABLES = frozenset((GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600],
 PACKED_TABLES = (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values(),
                  *NODE_ROLLUP_TABLES.values())
 # Metrics a rollup keeps avg, max and min of (the rest: throttle reasons as bit_or, the
-# energy counter as min, max and last).
+# energy counter as min, max and last). The averages are float4 ("real") except those of
+# double precision metrics (the byte rates), which are float8 like their min and max.
 ROLLUP_GAUGES = tuple(m.name for m in GPU_METRICS
                       if m.name not in ("throttle_reasons", "energy_j"))
+ROLLUP_FLOAT8 = frozenset(m.name for m in GPU_METRICS if m.name in ROLLUP_GAUGES
+                          and m.sql_type == "double precision")

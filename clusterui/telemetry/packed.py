@@ -9,12 +9,14 @@ samples back from both tiers. Compaction calls it inside its
 transaction; a benchmark can call it directly to fill a database (``replace=False`` skips
 the deletes on an empty one).
 
-Rollup columns (``migrations/0003``, ``0006``): ``n`` samples; for each gauge ``<m>_avg``
-(over the samples where it is not null), ``<m>_n`` (how many those were: NULL when all ``n``
-were), ``<m>_max``, ``<m>_min``; ``throttle_reasons_or`` (bit_or);
-``energy_j_min``/``_max``/``_last``. Whoever combines rollup rows weights ``<m>_avg`` by
-``COALESCE(<m>_n, n)``, never by ``n``: a metric missing from some samples (GPM's first
-reading, intermittent GPM) would otherwise count the samples that lacked it.
+Rollup columns (``migrations/0003``, ``0006``, ``0008``): ``n`` samples; for each gauge
+``<m>_avg`` (over the samples where it is not null), ``<m>_n`` (how many those were: NULL
+when all ``n`` were), ``<m>_max``, ``<m>_min``; ``throttle_reasons_or`` (bit_or);
+``energy_j_min``/``_max``/``_last``. The byte rates' avg, max and min are float8 (min and
+max exact, the mean in float64), the other gauges' float4 (``real``). Whoever combines
+rollup rows weights ``<m>_avg`` by ``COALESCE(<m>_n, n)``, never by ``n``: a metric missing
+from some samples (GPM's first reading, intermittent GPM) would otherwise count the samples
+that lacked it.
 Job rollups, per job and bucket over the job's GPUs:
 ``gpus``, ``samples``, ``gpu_s`` (GPU-seconds covered: samples x the node's sampling
 interval, at most the bucket per GPU), ``util_pct``/``sm_active_pct``/``busy_pct`` (means
@@ -40,6 +42,7 @@ from clusterui.telemetry.metrics import (
     NODE_ROLLUP_METRICS,
     NODE_ROLLUP_TABLES,
     PACKED_TABLES,
+    ROLLUP_FLOAT8,
     ROLLUP_GAUGES,
 )
 
@@ -139,10 +142,10 @@ def _rollup_columns(r: Rollup) -> list:
     for name, (values, null) in r.cols.items():
         if name == "throttle_reasons_or":
             kind = "int8"
-        elif name.startswith("energy_j"):
-            kind = "float8"
         elif name in int_cols or name.endswith("_n"):
             kind = "int4"
+        elif name.startswith("energy_j") or name.rsplit("_", 1)[0] in ROLLUP_FLOAT8:
+            kind = "float8"  # <m>_avg, _max, _min of a byte rate (migration 0008)
         else:
             kind = "float4"
         out.append((name, kind, values, null))

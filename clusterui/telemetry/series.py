@@ -18,7 +18,8 @@ GPU series read both storage tiers, whatever the range: a sample is in exactly o
   aggregated in SQL, again in one statement.
 
 Values from the packed tier and the rollups carry the codec's quantisation
-(``codec.PRECISION``); the rollups' averages are float4. A rollup's average is weighted by
+(``codec.PRECISION``: none for byte rates and the energy counter); the rollups' averages
+are float4, the byte rates' float8 (migration 0008). A rollup's average is weighted by
 the number of its bucket's samples that reported the metric (``<m>_n``, NULL when all ``n``
 did), so a bucket combined from rollups and hot rows is the mean over exactly the samples
 that carry the metric, as if read raw (rows written before migration 0006 have no count and
