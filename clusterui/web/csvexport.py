@@ -1,6 +1,6 @@
-"""CSV downloads of the jobs and findings lists (``?format=csv`` on the page): the rows the
-page lists under the same filters and in the same order, every page of them, with the
-figures unrounded.
+"""CSV downloads of the jobs, findings and users lists (``?format=csv`` on the page): the
+rows the page lists under the same filters and in the same order, every page of them, with
+the figures unrounded.
 
 Written with Python's ``csv`` module and streamed in chunks of rows. A cell that a
 spreadsheet would run as a formula (a job name such as ``=HYPERLINK(...)`` chosen by
@@ -26,6 +26,10 @@ FINDING_COLUMNS = ["id", "severity", "kind", "state", "title", "cluster", "job_i
                    "account", "node", "first_seen", "last_seen", "closed_at",
                    "wasted_gpu_hours", "acknowledged_at", "acknowledged_by", "explanation",
                    "suggestion", "url"]
+
+# The users page's rows; the first column is "user" or "account", as the page groups them.
+USAGE_COLUMNS = ["jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours", "efficiency_pct",
+                 "from", "to"]
 
 
 class _Echo:
@@ -116,3 +120,11 @@ def _finding_url(request, f) -> str | None:
     if f.node_id:
         return request.build_absolute_uri(reverse("node-detail", args=[f.node_id]))
     return None
+
+
+def usage_rows(rows, start, end):
+    """The users page's rows (``jobs.usage.usage_summary``, already all of them), with the
+    period they cover."""
+    for r in rows:
+        yield [r["name"], r["jobs"], r["gpu_hours"], r["used_gpu_hours"],
+               r["wasted_gpu_hours"], r["efficiency_pct"], start, end]

@@ -6,6 +6,7 @@ from clusterui.web.views import (
     gpus,
     health,
     history,
+    job_link,
     jobs,
     node_list,
     nodes,
@@ -25,6 +26,9 @@ urlpatterns = [
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:pk>/", jobs.job_detail, name="job-detail"),
     path("jobs/compare/", compare.job_compare, name="job-compare"),
+    # Open OnDemand and other sites link here by the scheduler's own job id.
+    path("jobs/<str:scheduler>/<str:cluster>/<str:jobid>/", job_link.job_by_scheduler_id,
+         name="job-by-scheduler-id"),
     path("users/", users.usage, name="users"),
     path("trends/", trends.trends, name="trends"),
     path("findings/", findings.finding_list, name="findings"),

@@ -1,7 +1,8 @@
 """A real Prometheus (Debian's ``prometheus``; ``scripts/devstack.py prometheus`` installs it)
 scrapes ``/metrics`` of a live server with the bearer token, every second; every series is
 then read back through Prometheus's HTTP API (``/api/v1/query``) and compared with what the
-data says.
+data says; and every query of the Grafana dashboard (``docs/grafana/clusterui.json``) is
+run against it and must return data.
 
 The data, stored through the real ingest path and judged by the real detector pass:
 cluster ``hand``: ``h101`` two GPUs at 90 % (NVML), ``h102`` one at 90 % and one idle, all
@@ -32,6 +33,7 @@ from clusterui.ingest.tasks import ingest_envelope
 from clusterui.inventory.models import Node
 from tests.findings.batches import Job, Sample, node_batch
 from tests.findings.batches import Node as NodeSpec
+from tests.prometheus import dashboard
 from tests.services import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True),
@@ -214,6 +216,15 @@ def test_prometheus_scrapes_every_series(prometheus, live_server, broker, clean_
     assert expected["refused_items"] == 1
     assert values(base, "clusterui_ingest_refused_5m", at, "scope") == {
         ("item",): 1, ("batch",): 1}
+
+    # The Grafana dashboard (docs/grafana/clusterui.json): every panel's query, as Grafana
+    # sends it with the cluster variable at "All", finds data, and its cluster variable's
+    # label_values() finds the clusters.
+    board = dashboard.load()
+    for title, promql in dashboard.queries(board):
+        assert query(base, promql, at), f"dashboard panel {title!r}: no series for {promql}"
+    assert {r["metric"]["cluster"] for r in query(base, "clusterui_node_gpus", at)} == {
+        "hand", "east"}
 
     # The page itself, for docs/operations.md.
     request = urllib.request.Request(f"{live_server.url}/metrics",

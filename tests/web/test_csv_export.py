@@ -1,6 +1,6 @@
-"""``?format=csv`` on the jobs and findings lists: every row the pages show under the same
-filters and in the same order, read from the rendered pages' tables (all of their pages),
-with the figures the pages round."""
+"""``?format=csv`` on the jobs, findings and users lists: every row the pages show under the
+same filters and in the same order, read from the rendered pages' tables (all of their
+pages), with the figures the pages round; the users page's JSON link gives the same rows."""
 
 import csv
 import datetime as dt
@@ -221,3 +221,84 @@ def test_the_pages_link_to_their_csv(client_for, jobs):
     assert b'href="?account=nlp&amp;ordering=-wasted&amp;format=csv"' in page.content
     page = client.get("/findings/", {"severity": "critical"})
     assert b'href="?severity=critical&amp;format=csv"' in page.content
+
+
+@pytest.fixture
+def usage(db):
+    """53 users with a job this week (more than one page of 50), a job of last month that
+    only a longer range reaches, jobs without figures, a user name a spreadsheet would run."""
+    now = timezone.now()
+    for k in range(53):
+        user = FORMULA if k == 7 else f"user{k:02d}"
+        f.job(user, account=f"acct{k % 4}", external_id=str(3000 + k),
+              efficiency=None if k % 9 == 4 else {"allocated": 10.0 + k % 6, "used": k % 7})
+    f.job("user01", account="acct9", external_id="3999", state="ended",
+          started_at=now - dt.timedelta(days=20), ended_at=now - dt.timedelta(days=19),
+          efficiency={"allocated": 100.0, "used": 1.0})
+
+
+def assert_usage_matches(page, rows, group):
+    assert [p[0]["text"] for p in page] == [r[group].removeprefix("'") for r in rows]
+    for p, r in zip(page, rows, strict=True):
+        _, jobs, gpu_h, used, wasted, eff, _ = p
+        assert jobs["text"] == r["jobs"]
+        assert (gpu_h["text"], used["text"], wasted["text"]) == (
+            hours(float(r["gpu_hours"])), hours(float(r["used_gpu_hours"])),
+            hours(float(r["wasted_gpu_hours"])))
+        if r["efficiency_pct"]:
+            assert eff["text"] == f"{float(r['efficiency_pct']):.0f} %"
+        else:
+            assert eff["text"] == "not computed yet"
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"by": "account"}, {"range": "24h"},
+    {"by": "account", "from": "LONG"},  # a custom range that reaches last month's job
+], ids=lambda p: "&".join(f"{k}={v}" for k, v in p.items()) or "default")
+def test_users_csv_rows_are_the_pages_rows(client_for, usage, params):
+    if params.get("from") == "LONG":
+        start = timezone.localtime() - dt.timedelta(days=25)
+        params = {**params, "from": start.strftime("%Y-%m-%dT%H:%M")}
+    client = client_for("staff")
+    group = params.get("by", "user")
+    page, rows = page_rows(client, "/users/", params), csv_rows(client, "/users/", params)
+    assert rows, "the filters match something"
+    assert list(rows[0]) == [group, "jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours",
+                             "efficiency_pct", "from", "to"]
+    assert_usage_matches(page, rows, group)
+    if group == "user":
+        assert len(rows) == 53  # every page, not the first 50
+        assert "'" + FORMULA in {r["user"] for r in rows}
+    accounts = {r["account"] for r in rows} if group == "account" else set()
+    assert ("acct9" in accounts) == ("from" in params)
+
+
+def test_users_json_link_gives_the_pages_rows(client_for, usage):
+    """The page's JSON link is the API's usage endpoint for the same grouping and period."""
+    client = client_for("staff")
+    for params in ({}, {"by": "account", "range": "24h"}):
+        page = client.get("/users/", params)
+        link = page.context["api_url"]
+        assert link.startswith("/api/v1/usage/?group=")
+        assert f'href="{link.replace("&", "&amp;")}"' in page.content.decode()
+        body = client.get(link).json()
+        assert body["count"] == len(body["results"])  # one request holds every row
+        assert dt.datetime.fromisoformat(body["from"]) == page.context["range"].start
+        rows = csv_rows(client, "/users/", params)
+        group = params.get("by", "user")
+        assert [(r["name"], r["jobs"], r["wasted_gpu_hours"]) for r in body["results"]] == [
+            (r[group].removeprefix("'"), int(r["jobs"]), float(r["wasted_gpu_hours"]))
+            for r in rows]
+
+
+def test_a_researchers_users_csv_is_their_own_row(client_for, usage):
+    f.job("alice", external_id="4000", efficiency={"allocated": 2.0, "used": 1.0})
+    rows = csv_rows(client_for("alice"), "/users/", {})
+    assert [(r["user"], r["jobs"]) for r in rows] == [("alice", "1")]
+    bad = client_for("alice").get("/users/", {"range": "ages", "format": "csv"})
+    assert bad.status_code == 400 and b"range" in bad.content
+
+
+def test_the_users_page_links_to_its_csv(client_for, usage):
+    page = client_for("staff").get("/users/", {"by": "account", "range": "24h", "page": 1})
+    assert b'href="?by=account&amp;range=24h&amp;format=csv"' in page.content

@@ -1,12 +1,16 @@
 """GPU-hours and waste per user or per account over a period."""
 
+from urllib.parse import urlencode
+
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
-from clusterui.web import timerange
+from clusterui.web import csvexport, timerange
 from clusterui.web.figures.usage import usage_bars
 from clusterui.web.views.support import charts, range_context
 
@@ -14,14 +18,30 @@ PAGE_SIZE = 50
 GROUPS = {"user": "By user", "account": "By account"}
 
 
+def api_url(group: str, tr: timerange.TimeRange) -> str:
+    """The JSON API's address for the page's rows: the same grouping and the same period,
+    fixed as the page computed it (a preset such as "7d" ends at the page's now)."""
+    return reverse("api:usage") + "?" + urlencode(
+        {"group": group, "from": csvexport.cell(tr.start), "to": csvexport.cell(tr.end),
+         "limit": 1000})
+
+
 def usage(request):
-    """Figures over the jobs the viewer may see: a researcher sees their own usage."""
+    """Figures over the jobs the viewer may see: a researcher sees their own usage;
+    ``?format=csv``: every row (all pages) as CSV."""
     now = timezone.now()
     tr, range_error = timerange.parse_or_default(request.GET, default="7d", now=now)
     group = request.GET.get("by", "user")
     if group not in GROUPS:
         group, range_error = "user", f"by must be one of {', '.join(GROUPS)}"
     rows = usage_summary(Job.objects.visible_to(request.user), group, tr.start, tr.end)
+    if request.GET.get("format") == "csv":
+        if range_error:
+            return HttpResponse(f"Fix the filters first ({range_error}).\n", status=400,
+                                content_type="text/plain")
+        return csvexport.response(
+            f"{group}s", [group, *csvexport.USAGE_COLUMNS],
+            csvexport.usage_rows(rows, tr.start, tr.end))
     totals = {k: sum(r[k] for r in rows) for k in ("jobs", "gpu_hours", "used_gpu_hours",
                                                     "wasted_gpu_hours")}
     totals["efficiency_pct"] = (100.0 * totals["used_gpu_hours"] / totals["gpu_hours"]
@@ -35,6 +55,7 @@ def usage(request):
         "totals": totals,
         "max_hours": max((r["gpu_hours"] for r in rows), default=0),
         "charts": charts(usage=usage_bars(rows)),
+        "api_url": api_url(group, tr),
         **range_context(request, tr, range_error),
     }
     return render(request, "web/users.html", context, status=400 if range_error else 200)
