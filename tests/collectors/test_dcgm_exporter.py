@@ -186,7 +186,7 @@ def two_scrapes(agent, clock, roots, exporter, first, second):
 def rows_of(batch, uuid):
     index = next(g["index"] for g in batch["gpus"] if g["uuid"] == uuid)
     fields = batch["gpu_samples"]["fields"]
-    return [dict(zip(fields, row)) for row in batch["gpu_samples"]["rows"] if row[1] == index]
+    return [dict(zip(fields, row, strict=True)) for row in batch["gpu_samples"]["rows"] if row[1] == index]
 
 
 def accepted_whole(batch, now):
