@@ -10,6 +10,7 @@ import uuid as uuidlib
 from collectors import __version__
 from collectors.attribution import Job, JobAttributor
 from collectors.config import Config
+from collectors.gpu.dcgm_exporter import DcgmExporterSource
 from collectors.gpu.source import METRICS, GpuSource
 from collectors.nic import NicSource
 
@@ -46,7 +47,10 @@ class Agent:
         self.simulated = bool(getattr(nvml, "SIMULATED", False))
         self.nics = NicSource(config.sysfs_root)
         self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir)
-        if nvml is None:
+        if config.gpu_source == "dcgm-exporter":
+            log.info("GPU readings from dcgm-exporter at %s", config.dcgm_url)
+            self.gpus = DcgmExporterSource(config.dcgm_url, clock)
+        elif nvml is None:
             reason = nvml_reason or f"nvml = {config.nvml}"
             log.warning("NVML not available (%s): sending NIC samples only", reason)
             self.gpus = None
@@ -73,6 +77,7 @@ class Agent:
             ts,
             [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of],
             minors,
+            getattr(self.gpus, "job_hints", None),
         )
         for reading in readings:
             job = owners.get(reading.uuid)

@@ -24,6 +24,9 @@ class Backend:
 
 
 def open_backend(config: Config) -> Backend:
+    if config.gpu_source == "dcgm-exporter":
+        # GPUs come from the exporter's page (collectors/gpu/dcgm_exporter.py): no NVML.
+        return Backend(None, None, config)
     if config.nvml == "none":
         return Backend(None, "nvml = none in the configuration", config)
     if config.nvml == "sim":

@@ -29,6 +29,11 @@ def _parse_args(argv):
     parser.add_argument("--config", metavar="FILE", help="TOML settings file")
     parser.add_argument("--once", action="store_true", help="build one batch and exit")
     parser.add_argument("--stdout", action="store_true", help="with --once: print, don't send")
+    parser.add_argument("--gpu-source", choices=("nvml", "dcgm-exporter"),
+                        help="where GPU readings come from (default: the config's gpu_source, nvml)")
+    parser.add_argument("--dcgm-url", metavar="URL",
+                        help="with --gpu-source dcgm-exporter: the exporter's /metrics "
+                        "(default http://127.0.0.1:9400/metrics)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     args = parser.parse_args(argv)
     if args.stdout and not args.once:
@@ -44,7 +49,7 @@ def main(argv=None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config = Config.load(args.config, os.environ)
+        config = Config.load(args.config, os.environ, _overrides(args))
         backend = open_backend(config)
     except ConfigError as exc:
         print(f"clusterui-collector: configuration error: {exc}", file=sys.stderr)
@@ -62,6 +67,12 @@ def main(argv=None) -> int:
         return _run_forever(agent, backend, shipper, config)
     finally:
         agent.close()
+
+
+def _overrides(args) -> dict:
+    """Command-line settings, which win over the file and the environment."""
+    out = {"gpu_source": args.gpu_source, "dcgm_url": args.dcgm_url}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _sample(agent: Agent, backend) -> None:

@@ -17,6 +17,8 @@ from collectors import signing
 
 ENV_PREFIX = "CLUSTERUI_"
 NVML_MODES = ("auto", "nvml", "sim", "none")
+# Where GPU readings come from: NVML (the default) or a dcgm-exporter's /metrics page.
+GPU_SOURCES = ("nvml", "dcgm-exporter")
 # What the sender can reach (redis-py URLs): the broker is the Redis that Celery uses.
 BROKER_SCHEMES = ("redis", "rediss", "unix")
 
@@ -36,6 +38,8 @@ class Config:
     spool_dir: str = "/var/spool/clusterui-collector"
     spool_max_bytes: int = 268435456
     nvml: str = "auto"
+    gpu_source: str = "nvml"
+    dcgm_url: str = "http://127.0.0.1:9400/metrics"
     sysfs_root: str = "/sys"
     procfs_root: str = "/proc"
     cgroup_root: str = "/sys/fs/cgroup"
@@ -49,8 +53,10 @@ class Config:
     ingest_key_file: str = ""
 
     @classmethod
-    def load(cls, path: str | None, env: Mapping[str, str]) -> Config:
-        """Read ``path`` (TOML, optional) then ``CLUSTERUI_*`` from ``env``; env wins."""
+    def load(cls, path: str | None, env: Mapping[str, str],
+             overrides: Mapping[str, Any] | None = None) -> Config:
+        """Read ``path`` (TOML, optional), then ``CLUSTERUI_*`` from ``env``, then
+        ``overrides`` (command-line options); the later wins."""
         raw: dict[str, Any] = {}
         if path:
             raw.update(_read_toml(path))
@@ -62,6 +68,7 @@ class Config:
             value = env.get(ENV_PREFIX + name.upper())
             if value is not None:
                 raw[name] = value
+        raw.update(overrides or {})
         values = {name: _PARSERS[name](name, value) for name, value in raw.items()}
         config = cls(**values)
         config._check()
@@ -72,6 +79,9 @@ class Config:
             raise ConfigError(f"flush: must be >= interval ({self.interval:g}), got {self.flush!r}")
         if (self.ingest_key or self.ingest_key_file) and not self.ingest_key_id:
             raise ConfigError("ingest_key_id: must be set when ingest_key or ingest_key_file is")
+        if self.gpu_source == "dcgm-exporter" and self.nvml == "sim":
+            raise ConfigError("gpu_source: 'dcgm-exporter' reads a real exporter; the simulator "
+                              "(nvml = 'sim') needs gpu_source = 'nvml'")
         if self.ingest_key and self.ingest_key_file:
             raise ConfigError("ingest_key: set ingest_key or ingest_key_file, not both")
 
@@ -162,6 +172,21 @@ def _nvml_mode(name: str, value: Any) -> str:
     return value.strip().lower()
 
 
+def _gpu_source(name: str, value: Any) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in GPU_SOURCES:
+        raise ConfigError(f"{name}: must be one of {', '.join(GPU_SOURCES)}, got {value!r}")
+    return value.strip().lower()
+
+
+def _http_url(name: str, value: Any) -> str:
+    text = _text(name, value)
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest:
+        raise ConfigError(f"{name}: must be an http:// or https:// URL like "
+                          f"http://127.0.0.1:9400/metrics, got {value!r}")
+    return text
+
+
 def _broker(name: str, value: Any) -> str:
     text = _text(name, value)
     if "://" not in text:
@@ -183,6 +208,8 @@ _PARSERS = {
     "spool_dir": _text,
     "spool_max_bytes": _integer(1),
     "nvml": _nvml_mode,
+    "gpu_source": _gpu_source,
+    "dcgm_url": _http_url,
     "sysfs_root": _text,
     "procfs_root": _text,
     "cgroup_root": _text,

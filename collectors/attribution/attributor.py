@@ -2,7 +2,7 @@
 
 Order of evidence per GPU: the cgroup of a process NVML sees on it (direct evidence, and
 it gives the job's cgroup), then the prolog mapping file (covers allocated-but-idle GPUs),
-else no job.
+then the job a dcgm-exporter label names (``hpc_job``, pod), else no job.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ class JobAttributor:
         ts: float,
         gpus: list[tuple[int, str, list[int]]],
         minors: dict[str, int | None] | None = None,
+        hints: dict | None = None,
     ) -> tuple[dict[str, Job | None], list[Job]]:
         """({gpu uuid: job or None}, jobs that ended since the last call).
 
@@ -107,7 +108,9 @@ class JobAttributor:
         is returned once more, with it, by the call that learns it.
 
         ``gpus`` is [(NVML index, uuid, host pids running on it)]; ``minors`` {uuid: NVML
-        minor number}, which ties a GPU to Slurm's index of it (see slurm_gpus).
+        minor number}, which ties a GPU to Slurm's index of it (see slurm_gpus); ``hints``
+        {uuid: JobHint} the jobs dcgm-exporter's labels name, used when neither a process
+        nor a mapping file says (collectors/gpu/dcgm_exporter.py).
         """
         slurm_index = None
         if minors and self._has_index_files():  # slurmd -G only where Slurm files exist
@@ -119,7 +122,8 @@ class JobAttributor:
         seen: dict[tuple[str, str], Job] = {}
         by_sluid = {e.meta["sluid"]: e.job_id for e in mapping.values() if "sluid" in e.meta}
         for index, uuid, pids in gpus:
-            job = self._from_processes(pids, by_sluid) or self._from_mapping(mapping.get(index))
+            job = (self._from_processes(pids, by_sluid) or self._from_mapping(mapping.get(index))
+                   or self._from_hint((hints or {}).get(uuid)))
             if job is not None:
                 job = seen.setdefault(job.key, self._remember(job, mapping.get(index), pids))
             owners[uuid] = job
@@ -193,6 +197,12 @@ class JobAttributor:
             return None
         ref = JobRef("slurm", entry.job_id, entry.uid)
         return Job(ref, entry.uid)
+
+    @staticmethod
+    def _from_hint(hint) -> Job | None:
+        if hint is None:
+            return None
+        return Job(JobRef(hint.scheduler, hint.id), meta=dict(hint.meta))
 
     def _remember(self, job: Job, entry: MapEntry | None, pids: list[int]) -> Job:
         known = self.active.get(job.key)
