@@ -435,6 +435,12 @@ ALERT_RETRY_BASE_S = env_int("ALERT_RETRY_BASE_S", 60, minimum=1)
 ALERT_RETRY_MAX_S = env_int("ALERT_RETRY_MAX_S", 3600, minimum=ALERT_RETRY_BASE_S)
 ALERT_BATCH = env_int("ALERT_BATCH", 200, minimum=1, maximum=10_000)
 ALERT_LOG_RETENTION_DAYS = env_int("ALERT_LOG_RETENTION_DAYS", 180, minimum=1)
+# The job-end summary (the `clusterui jobstats` report, emailed once when ClusterUI
+# finalizes a job): sent to owners who asked for it for every job, and by default for jobs
+# that wasted more than this share of their allocated GPU-hours (1 = only to those who
+# asked); never for jobs that ran less than JOBEND_EMAIL_MIN_RUNTIME_S.
+JOBEND_EMAIL_WASTE_SHARE = env_float("JOBEND_EMAIL_WASTE_SHARE", 0.5, minimum=0, maximum=1)
+JOBEND_EMAIL_MIN_RUNTIME_S = env_int("JOBEND_EMAIL_MIN_RUNTIME_S", 900, minimum=0)
 # The demo's SMTP sink writes a Maildir here; set, it enables the /demo/mail/ pages.
 DEMO_MAILBOX_DIR = env_str("DEMO_MAILBOX_DIR", "")
 

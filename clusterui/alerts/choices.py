@@ -2,8 +2,10 @@ from django.db import models
 
 from clusterui.findings.choices import FindingKind
 
-# Email categories a recipient can turn off: one per finding kind, plus the admins' digest.
+# Email categories a recipient can turn off: one per finding kind, the job-end summary,
+# and the admins' digest.
 DIGEST = "digest"
+JOB_END = "job_end"
 # An opt-out row with this category turns every alert email off.
 ALL = "all"
 
@@ -30,6 +32,8 @@ CATEGORY_HELP = {
     FindingKind.THROTTLING: "GPU clocks are held down by temperature or power limits.",
     FindingKind.GPU_ERRORS: "The GPU driver reported errors (Xid) on a job's GPUs.",
     FindingKind.STRAGGLER: "One node of a multi-node job holds the others back.",
+    JOB_END: "A summary of a job when it ends (the clusterui jobstats report), for jobs that "
+             "wasted much of their GPU time, or for every job if you ask below.",
     DIGEST: "The administrators' daily summary: top waste and open findings.",
 }
 
@@ -39,6 +43,8 @@ def category_label(category: str) -> str:
         return "Daily digest"
     if category == ALL:
         return "All alert emails"
+    if category == JOB_END:
+        return "Job-end summary"
     try:
         return FindingKind(category).label
     except ValueError:

@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusterui.alerts import emails, preferences, window
-from clusterui.alerts.choices import DIGEST, EmailStatus
+from clusterui.alerts.choices import DIGEST, JOB_END, EmailStatus
 from clusterui.alerts.models import AlertEmail, DailyCount
 from clusterui.alerts.outbox import OPTED_OUT, rank
 from clusterui.findings.choices import Severity
@@ -80,13 +80,17 @@ def _lease(pk: int, now: dt.datetime) -> bool:
 
 
 def _deliver(pk: int, now: dt.datetime, smtp: "_Smtp") -> str:
-    email = (AlertEmail.objects.select_related("finding__job__cluster", "finding__node", "job")
+    email = (AlertEmail.objects.select_related("finding__job__cluster", "finding__node",
+                                               "job__cluster", "job__efficiency")
              .filter(pk=pk).first())
     if email is None:
         return SKIPPED  # its finding or job was deleted meanwhile
     if preferences.is_opted_out(email.to, email.category):
         return _finish(email, EmailStatus.SKIPPED, OPTED_OUT)
-    if email.category != DIGEST and email.finding_id is None:
+    if email.category == JOB_END:
+        if email.job_id is None or not hasattr(email.job, "efficiency"):
+            return _finish(email, EmailStatus.SKIPPED, "its job no longer exists")
+    elif email.category != DIGEST and email.finding_id is None:
         return _finish(email, EmailStatus.SKIPPED, "its finding no longer exists")
     if _superseded(email):
         return _finish(email, EmailStatus.SKIPPED, "superseded by a pending escalation")

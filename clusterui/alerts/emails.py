@@ -10,8 +10,8 @@ from django.core.mail.message import make_msgid
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from clusterui.alerts import digest
-from clusterui.alerts.choices import DIGEST, EmailStatus, RecipientRole, category_label
+from clusterui.alerts import digest, jobend, jobreport
+from clusterui.alerts.choices import DIGEST, JOB_END, EmailStatus, RecipientRole, category_label
 from clusterui.alerts.models import AlertEmail
 from clusterui.alerts.preferences import unsubscribe_url
 from clusterui.findings.choices import Severity
@@ -53,6 +53,9 @@ def build(email: AlertEmail, *, limit_reached: bool = False) -> EmailMultiAltern
     if email.category == DIGEST:
         context.update(digest.context())
         return make_message("digest", email.to, context, headers)
+    if email.category == JOB_END:
+        context.update(job_end_context(email))
+        return make_message("job-end", email.to, context, headers)
     context.update(finding_context(email))
     thread = _first_in_thread(email)
     if thread:  # an escalation threads under the first email about this job and kind
@@ -84,6 +87,29 @@ def finding_context(email: AlertEmail) -> dict:
         "escalated_from": Severity(previous) if previous else None,
         "evidence": evidence_rows(finding.evidence),
         "why_you": _why_you(email, job),
+    }
+
+
+def job_end_context(email: AlertEmail) -> dict:
+    """The job's report (the API's answers, printed as ``clusterui jobstats`` prints them)
+    and what the HTML part shows of it."""
+    job = email.job
+    report = jobreport.answers(job.pk)
+    detail = report["job"]
+    eff = detail["efficiency"] or {}
+    share = jobend.wasted_share(job.efficiency)
+    _wanted, why = jobend.decide(job, email.to)
+    return {
+        "job": job,
+        "report": jobreport.text(report),
+        "efficiency": eff,
+        "findings": detail["findings"],
+        "wasted_pct": None if share is None else 100.0 * share,
+        "run_time_min": jobend.runtime_s(job) / 60.0,
+        "target": f"job {job.external_id}",
+        "link": jobreport.job_url(job),
+        "why_you": why,
+        "threshold_pct": 100.0 * settings.JOBEND_EMAIL_WASTE_SHARE,
     }
 
 

@@ -50,6 +50,10 @@ class AlertEmail(models.Model):
             models.UniqueConstraint(fields=["to", "digest_day"],
                                     condition=Q(digest_day__isnull=False),
                                     name="alertemail_one_digest_per_day"),
+            # One job-end summary per job and address (JobEndRun is the claim; this is the
+            # database's word on it).
+            models.UniqueConstraint(fields=["job", "to"], condition=Q(category="job_end"),
+                                    name="alertemail_one_job_end_per_job"),
         ]
         indexes = [
             # The delivery queue: pending emails that are due, oldest first.
@@ -87,6 +91,23 @@ class OptOut(models.Model):
         return f"{self.address} opted out of {category_label(self.category)}"
 
 
+class OptIn(models.Model):
+    """An address that asked for more than a category's default: for ``job_end``, the
+    summary of every job of theirs, not only of those that wasted much (``jobend``)."""
+
+    address = models.EmailField(max_length=254)
+    category = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["address", "category"], name="optin_address_uniq"),
+        ]
+
+    def __str__(self):
+        return f"{self.address} opted in to {category_label(self.category)} for every job"
+
+
 class DailyCount(models.Model):
     """Finding emails sent to an address on a local day. A send reserves its slot with one
     conditional UPDATE, so two workers can never exceed ALERT_DAILY_LIMIT between them."""
@@ -114,3 +135,17 @@ class DigestRun(models.Model):
 
     def __str__(self):
         return f"digest of {self.day}"
+
+
+class JobEndRun(models.Model):
+    """A finalized job, considered once for its job-end summary: the insert is the claim, so
+    two workers never both queue it, and a job finalized again (late data) is not emailed
+    again. ``outcome`` says what was decided (for the admin and the tests)."""
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, primary_key=True,
+                               related_name="+")
+    created_at = models.DateTimeField()
+    outcome = models.CharField(max_length=120, blank=True)
+
+    def __str__(self):
+        return f"job-end summary of job {self.job_id}: {self.outcome}"

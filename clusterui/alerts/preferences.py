@@ -5,7 +5,7 @@ from django.core import signing
 from django.urls import reverse
 
 from clusterui.alerts.choices import ALL, CATEGORY_HELP, DIGEST, category_label
-from clusterui.alerts.models import OptOut
+from clusterui.alerts.models import OptIn, OptOut
 from clusterui.alerts.recipients import admin_addresses, normalize
 
 _SALT = "clusterui.alerts.unsubscribe"
@@ -27,6 +27,19 @@ def opt_in(address: str, category: str) -> None:
     """Turn ``category`` back on; opting back into everything also clears 'all'."""
     categories = [category, ALL] if category != ALL else [ALL]
     OptOut.objects.filter(address=normalize(address), category__in=categories).delete()
+
+
+def wants_every(address: str, category: str) -> bool:
+    """Whether ``address`` asked for ``category`` beyond its default (the job-end summary
+    of every job, not only of wasteful ones)."""
+    return OptIn.objects.filter(address=normalize(address), category=category).exists()
+
+
+def set_every(address: str, category: str, on: bool) -> None:
+    if on:
+        OptIn.objects.get_or_create(address=normalize(address), category=category)
+    else:
+        OptIn.objects.filter(address=normalize(address), category=category).delete()
 
 
 def set_enabled(address: str, enabled: set[str], categories: list[str]) -> None:

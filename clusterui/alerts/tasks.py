@@ -5,16 +5,17 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from clusterui.alerts import delivery, outbox, retention
+from clusterui.alerts import delivery, jobend, outbox, retention
 
 
 @shared_task(name="clusterui.alerts.send_alerts", ignore_result=True)
 def send_alerts() -> dict:
-    """Claim new and escalated findings, queue one email per recipient, send what is due."""
+    """Claim new and escalated findings and newly finalized jobs, queue one email per
+    recipient, send what is due."""
     if not settings.ALERT_EMAILS_ENABLED:
         return {"queued": 0}
     now = timezone.now()
-    queued = outbox.queue_findings(now)
+    queued = outbox.queue_findings(now) + jobend.queue_job_ends(now)
     return {"queued": queued, **delivery.deliver_due(now)}
 
 

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods
 
 from clusterui.alerts import mailbox, window
 from clusterui.alerts import preferences as prefs
-from clusterui.alerts.choices import ALL, CATEGORY_HELP, category_label
+from clusterui.alerts.choices import ALL, CATEGORY_HELP, JOB_END, category_label
 from clusterui.alerts.models import AlertEmail
 from clusterui.alerts.recipients import address_of
 
@@ -30,6 +30,7 @@ def preferences(request):
             return _preferences_page(request, address, offered, status=400,
                                      error=f"Unknown category: {', '.join(sorted(unknown))}.")
         prefs.set_enabled(address, enabled, [category for category, _, _ in offered])
+        prefs.set_every(address, JOB_END, request.POST.get("job_end_every") == "on")
         messages.success(request, "Your alert settings are saved.")
         return redirect("alert-preferences")
     return _preferences_page(request, address, offered)
@@ -39,12 +40,16 @@ def _preferences_page(request, address, offered, *, status=200, error=""):
     off = prefs.opted_out(address) if address else set()
     rows = [{"category": c, "label": label, "help": help_text,
              "enabled": ALL not in off and c not in off} for c, label, help_text in offered]
+    every_job = prefs.wants_every(address, JOB_END) if address else False
     recent = (AlertEmail.objects.filter(to=address).select_related("job")[:20]
               if address else [])
     return render(request, "alerts/preferences.html", {
         "address": address,
         "rows": rows,
         "all_off": ALL in off,
+        "job_end_every": every_job,
+        "job_end_share_pct": 100.0 * settings.JOBEND_EMAIL_WASTE_SHARE,
+        "job_end_min_minutes": settings.JOBEND_EMAIL_MIN_RUNTIME_S / 60.0,
         "recent": recent,
         "daily_limit": settings.ALERT_DAILY_LIMIT,
         "window": window.describe(),
@@ -81,11 +86,20 @@ def unsubscribe(request, token):
             prefs.opt_out(address, ALL)
         elif action == "resubscribe":
             prefs.opt_in(address, category)
+        elif action in ("every", "default") and category == JOB_END:
+            # The job-end summary's link also asks for it for every job, or only by default.
+            prefs.opt_in(address, category)
+            prefs.set_every(address, category, action == "every")
         else:
-            context["error"] = f"Unknown action: {action}. Use unsubscribe, all or resubscribe."
+            context["error"] = (f"Unknown action: {action}. Use unsubscribe, all or "
+                                f"resubscribe{', every or default' if category == JOB_END else ''}.")
             return render(request, "alerts/unsubscribe.html", context, status=400)
         context["done"] = action
     context["off"] = prefs.is_opted_out(address, category)
+    if category == JOB_END:
+        context["job_end"] = True
+        context["every"] = prefs.wants_every(address, category)
+        context["share_pct"] = 100.0 * settings.JOBEND_EMAIL_WASTE_SHARE
     return render(request, "alerts/unsubscribe.html", context)
 
 

@@ -22,7 +22,8 @@ def test_it_shows_the_address_the_kinds_and_the_limits(client, cast, settings,
     settings.ALERT_QUIET_HOURS = None
     OptOut.objects.create(address="alice@example.org", category="idle_gpu")
     client.force_login(cast["owner"])
-    with django_assert_num_queries(4):  # session, user, opt-outs, recent emails
+    # session, user, opt-outs, the job-end summary's opt-in, recent emails
+    with django_assert_num_queries(5):
         page = client.get(URL).content.decode()
     assert "alice@example.org" in page
     assert 'value="low_utilization" checked' in page
@@ -35,7 +36,7 @@ def test_it_shows_the_address_the_kinds_and_the_limits(client, cast, settings,
 def test_turning_a_kind_off_stops_its_emails(client, cast, smtp):
     client.force_login(cast["owner"])
     kinds = ["idle_gpu", "comm_bound", "input_bound", "throttling",
-             "gpu_errors", "straggler"]  # everything but low_utilization
+             "gpu_errors", "straggler", "job_end"]  # everything but low_utilization
     response = client.post(URL, {"enabled": kinds})
     assert response.status_code == 302
     assert set(OptOut.objects.values_list("address", "category")) == {

@@ -14,6 +14,16 @@ from clusterui.jobs.listing import ordered_for_pages
 from clusterui.jobs.models import Job, JobGpu
 
 
+def with_detail(jobs):
+    """What a job's detail shows (``JobDetailSerializer``): its efficiency, its GPUs by node
+    and its findings, newest first. The job-end email reads the same (``alerts.jobreport``)."""
+    return with_efficiency(jobs).prefetch_related(
+        Prefetch("allocations", JobGpu.objects.select_related("gpu__node")
+                 .order_by("gpu__node__name", "gpu__index")),
+        Prefetch("findings", Finding.objects.order_by("-last_seen")),
+    )
+
+
 @extend_schema_view(
     list=extend_schema(
         summary="Jobs you may see, with their GPU-hours and efficiency",
@@ -31,11 +41,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
         if self.action == "list":
             return with_efficiency(jobs)
         if self.action == "retrieve":
-            return with_efficiency(jobs).prefetch_related(
-                Prefetch("allocations", JobGpu.objects.select_related("gpu__node")
-                         .order_by("gpu__node__name", "gpu__index")),
-                Prefetch("findings", Finding.objects.order_by("-last_seen")),
-            )
+            return with_detail(jobs)
         return jobs
 
     def paginate_queryset(self, queryset):
