@@ -30,6 +30,7 @@ CATEGORY_HELP = {
     FindingKind.THROTTLING: "GPU clocks are held down by temperature or power limits.",
     FindingKind.GPU_ERRORS: "The GPU driver reported errors (Xid) on a job's GPUs.",
     FindingKind.STRAGGLER: "One node of a multi-node job holds the others back.",
+    FindingKind.GPU_HEALTH: "A node's GPU needs a reset or replacement (ECC, row remapping).",
     DIGEST: "The administrators' daily summary: top waste and open findings.",
 }
 
