@@ -29,7 +29,6 @@ HEALTH = (("drain", "Drain suggested (GPU health)"), ("degraded", "GPU health de
 COLUMNS = {
     "name": ("Node", lambda r: (r.cluster, r.name)),
     "state": ("State", lambda r: (r.silent, r.name)),
-    "gpuhealth": ("GPU health", lambda r: (HEALTH_RANK.get(r.gpu_health, -1), r.name)),
     "gpus": ("GPUs", lambda r: r.gpus),
     "jobs": ("Jobs", lambda r: r.jobs),
     "util": ("GPU utilization (NVML)", lambda r: r.util),
@@ -38,6 +37,7 @@ COLUMNS = {
     "findings": ("Open findings", lambda r: r.findings),
     "events": ("GPU events (24 h)", lambda r: r.events),
     "heard": ("Last heard", lambda r: r.heard),
+    "gpuhealth": ("GPU health", lambda r: (HEALTH_RANK.get(r.gpu_health, -1), r.name)),
 }
 
 
