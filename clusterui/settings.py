@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "clusterui.telemetry",
     "clusterui.ingest",
     "clusterui.findings",
+    "clusterui.gpuhealth",
     "clusterui.web",
     "clusterui.alerts",
     "rest_framework",

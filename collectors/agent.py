@@ -10,6 +10,7 @@ import uuid as uuidlib
 from collectors import __version__
 from collectors.attribution import Job, JobAttributor
 from collectors.config import Config
+from collectors.gpu import health
 from collectors.gpu.dcgm_exporter import DcgmExporterSource
 from collectors.gpu.source import METRICS, GpuSource
 from collectors.nic import NicSource
@@ -20,6 +21,7 @@ SCHEMA = 1
 GPU_FIELDS = ["ts", "gpu", "job", *METRICS]
 NIC_FIELDS = ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"]
 JOB_FIELDS = ["ts", "job", "cpu_cores_used", "host_mem_used_bytes"]
+HEALTH_FIELDS = ["ts", "gpu", *health.FIELDS]
 
 
 def finite(value):
@@ -63,6 +65,7 @@ class Agent:
     def _reset_buffers(self) -> None:
         self._gpu_rows: list[tuple[str, list]] = []  # (gpu uuid, row without gpu index)
         self._nic_rows: list[tuple[str, list]] = []
+        self._health_rows: list[tuple[str, list]] = []  # (gpu uuid, row without gpu index)
         self._job_rows: list[list] = []
         self._events: list[dict] = []
         self._window_jobs: dict[tuple[str, str], tuple[Job, set[str]]] = {}
@@ -86,6 +89,9 @@ class Agent:
             row = [ts, job.ref.id if job is not None else None]
             row.extend(finite(reading.values.get(name)) for name in METRICS)
             self._gpu_rows.append((reading.uuid, row))
+            if reading.health is not None:
+                self._health_rows.append(
+                    (reading.uuid, [ts, *(reading.health.get(n) for n in health.FIELDS)]))
         for job in ended:
             self._window_jobs.setdefault(job.key, (job, set()))
         for job_id, cores, mem in self.jobs.usage(ts):
@@ -115,6 +121,7 @@ class Agent:
         nic_pos = {name: i for i, name in enumerate(nic_names)}
         gpu_rows = [[row[0], gpu_pos[uuid], *row[1:]] for uuid, row in self._gpu_rows]
         nic_rows = [[row[0], nic_pos[name], *row[1:]] for name, row in self._nic_rows]
+        health_rows = [[row[0], gpu_pos[uuid], *row[1:]] for uuid, row in self._health_rows]
         events = [self._event_out(e, gpu_pos) for e in self._events]
         jobs = [
             job.as_dict(sorted(gpu_pos[u] for u in uuids if u in gpu_pos))
@@ -140,6 +147,7 @@ class Agent:
             "nic_samples": {"fields": list(NIC_FIELDS), "rows": nic_rows},
             "job_samples": {"fields": list(JOB_FIELDS), "rows": self._job_rows},
             "events": events,
+            "gpu_health": {"fields": list(HEALTH_FIELDS), "rows": health_rows},
         }
         self.spool_dropped = 0
         self._reset_buffers()
@@ -148,6 +156,7 @@ class Agent:
     def _current_gpus(self) -> list[str]:
         current = [i.uuid for i in self.gpus.inventory] if self.gpus is not None else []
         extra = {uuid for uuid, _ in self._gpu_rows} | {e["gpu"] for e in self._events}
+        extra |= {uuid for uuid, _ in self._health_rows}
         extra.discard(None)
         uuids = current + sorted(u for u in extra - set(current) if u in self._gpu_info)
         return sorted(uuids, key=lambda u: (self._gpu_info[u]["index"], u))

@@ -32,6 +32,7 @@ CATEGORY_HELP = {
     FindingKind.THROTTLING: "GPU clocks are held down by temperature or power limits.",
     FindingKind.GPU_ERRORS: "The GPU driver reported errors (Xid) on a job's GPUs.",
     FindingKind.STRAGGLER: "One node of a multi-node job holds the others back.",
+    FindingKind.GPU_HEALTH: "A node's GPU needs a reset or replacement (ECC, row remapping).",
     JOB_END: "A summary of a job when it ends (the clusterui jobstats report), for jobs that "
              "wasted much of their GPU time, or for every job if you ask below.",
     DIGEST: "The administrators' daily summary: top waste and open findings.",

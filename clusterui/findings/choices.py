@@ -10,6 +10,7 @@ class FindingKind(models.TextChoices):
     THROTTLING = "throttling", "Thermal or power throttling"
     GPU_ERRORS = "gpu_errors", "GPU errors"
     STRAGGLER = "straggler", "Straggler node"
+    GPU_HEALTH = "gpu_health", "GPU needs reset or replacement"
 
 
 class Severity(models.TextChoices):

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from clusterui.findings import bulk, efficiency, late, record, slices, usage_rollup
 from clusterui.findings.choices import FindingKind, FindingState
-from clusterui.findings.detectors import RETIRED_KINDS, WINDOW_DETECTORS, gpu_errors
+from clusterui.findings.detectors import RETIRED_KINDS, WINDOW_DETECTORS, gpu_errors, gpu_health
 from clusterui.findings.models import Finding, JobEfficiency, LateSpan
 from clusterui.findings.thresholds import Thresholds
 from clusterui.findings.window import GpuEventRow, GpuInfo, JobWindow, read_windows
@@ -276,6 +276,7 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
     verdicts = _judge(judged_plans, gpus_of, t, result)
     gpu_nodes = {g.gpu_id: g.node_id for gs in gpus_of.values() for g in gs}
     verdicts += _node_errors(now, t)
+    verdicts += gpu_health.node_verdicts(now - dt.timedelta(seconds=t.settle_s))
     notes = {}
     for item in late_items:
         notes[item.job.id] = late.note(item.t1, item.received_at)

@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 from django.conf import settings
 
+from clusterui.gpuhealth.validate import validate_health
 from clusterui.inventory.choices import NicKind
 from clusterui.jobs.choices import ExitState, Scheduler
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
@@ -58,6 +59,7 @@ class Batch:
     nic_rows: list[tuple] = field(default_factory=list)  # (ts, nic_index, *NIC metrics)
     job_rows: list[tuple] = field(default_factory=list)  # (ts, job_id, *JOB metrics)
     events: list[dict] = field(default_factory=list)
+    gpu_health: list[tuple] = field(default_factory=list)  # (ts, gpu_index, *health FIELDS)
     key_id: str = ""  # set by the signature check, stored for key-rotation progress
     rejected: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
@@ -227,6 +229,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     _samples(batch, "job_samples", sections["job_samples"], "job", batch.jobs, JOB_METRICS,
              batch.job_rows, window)
     _events(batch, envelope.get("events"), window)
+    batch.gpu_health = validate_health(batch, envelope.get("gpu_health"), window)
     _within_span(batch, max_span_s)
     return batch
 

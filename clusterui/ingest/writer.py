@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from clusterui.findings.late import LATE_LOCK_KEY
+from clusterui.gpuhealth.store import store_health
 from clusterui.ingest import dedupe, inventory_cache
 from clusterui.ingest.validate import Batch
 from clusterui.telemetry import nicrollup, partitions
@@ -241,6 +242,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 j = list(zip(_pg_micros(ts), map(job_ids.__getitem__, job), repeat(node_id),
                              *values))
             _insert_events(cur, batch, gpu_ids, batch_id)
+            store_health(cur, batch.gpu_health, gpu_ids)
             span_us = _pg_micros([lo, hi]) if lo is not None else (None, None)
             pending.append(dedupe.Pending((batch.cluster, batch.node), node_id, *span_us,
                                           g, n, j, jobs=frozenset(job_ids.values())))

@@ -15,13 +15,15 @@ from django.conf import settings
 from django.db.models import Avg, Count, Q
 
 from clusterui.findings.models import Finding
+from clusterui.gpuhealth.classify import node_health
 from clusterui.inventory.models import Node, heard_at
 from clusterui.telemetry.models import GpuEvent
 from clusterui.web.snapshot import BUSY_UTIL_PCT
 
 EVENTS_WINDOW = dt.timedelta(hours=24)
 STATES = (("reporting", "Reporting"), ("silent", "Silent"))
-HEALTH = (("findings", "With open findings"), ("events", "With GPU events (24 h)"),
+HEALTH = (("drain", "Drain suggested (GPU health)"), ("degraded", "GPU health degraded or worse"),
+          ("findings", "With open findings"), ("events", "With GPU events (24 h)"),
           ("idle", "Allocated GPUs idle now"))
 # ordering key -> (header, value to sort on; None sorts last either way)
 COLUMNS = {
@@ -35,7 +37,11 @@ COLUMNS = {
     "findings": ("Open findings", lambda r: r.findings),
     "events": ("GPU events (24 h)", lambda r: r.events),
     "heard": ("Last heard", lambda r: r.heard),
+    "gpuhealth": ("GPU health", lambda r: (HEALTH_RANK.get(r.gpu_health, -1), r.name)),
 }
+
+
+HEALTH_RANK = {"healthy": 0, "degraded": 1, "drain": 2}
 
 
 @dataclass
@@ -54,6 +60,9 @@ class NodeRow:
     silent: bool
     findings: int = 0
     events: int = 0
+    gpu_health: str = ""  # healthy, degraded, drain; "" without a health reading
+    gpu_health_label: str = ""
+    gpu_health_reason: str = ""
 
 
 def node_rows(user, now: dt.datetime) -> list[NodeRow]:
@@ -75,6 +84,7 @@ def node_rows(user, now: dt.datetime) -> list[NodeRow]:
                     .values_list("node_id").annotate(n=Count("id")))
     events = dict(GpuEvent.objects.filter(ts__gte=now - EVENTS_WINDOW)
                   .values_list("gpu__node_id").annotate(n=Count("id")))
+    health = node_health()
     rows = []
     for (pk, cluster, name, simulated, gpus, allocated, jobs, idle, util, sm,
          heard) in nodes:
@@ -86,6 +96,11 @@ def node_rows(user, now: dt.datetime) -> list[NodeRow]:
             idle_allocated=0 if silent else idle, util=None if silent else util,
             sm=None if silent else sm, heard=heard, silent=silent,
             findings=findings.get(pk, 0), events=events.get(pk, 0)))
+        if pk in health:
+            h = health[pk]
+            row = rows[-1]
+            row.gpu_health, row.gpu_health_label = h.state, h.label
+            row.gpu_health_reason = h.reason
     return rows
 
 
@@ -98,7 +113,11 @@ def select(rows: list[NodeRow], *, q: str = "", cluster: str = "", state: str = 
         rows = [r for r in rows if r.cluster == cluster]
     if state:
         rows = [r for r in rows if r.silent == (state == "silent")]
-    if health == "findings":
+    if health == "drain":
+        rows = [r for r in rows if r.gpu_health == "drain"]
+    elif health == "degraded":
+        rows = [r for r in rows if r.gpu_health in ("degraded", "drain")]
+    elif health == "findings":
         rows = [r for r in rows if r.findings]
     elif health == "events":
         rows = [r for r in rows if r.events]

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from clusterui.gpuhealth.views import drain_list
 from clusterui.web.views import (
     compare,
     findings,
@@ -21,6 +22,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("nodes/", node_list.node_list, name="nodes"),
     path("nodes/history/", history.node_history, name="node-history"),
+    path("nodes/drain/", drain_list, name="drain-list"),
     path("nodes/<int:pk>/", nodes.node_detail, name="node-detail"),
     path("gpus/<int:pk>/", gpus.gpu_detail, name="gpu-detail"),
     path("jobs/", jobs.job_list, name="jobs"),

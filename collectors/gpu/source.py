@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from collectors.gpu import fields
 from collectors.gpu.errors import GpuLost, NvmlGone, Probe
 from collectors.gpu.gpm import GpmReader
+from collectors.gpu.health import HealthReader
 from collectors.gpu.inventory import GpuInfo, read_info
 from collectors.gpu.xid import XidWatcher, xid_message
 from collectors.rates import CounterRates
@@ -37,6 +38,7 @@ class GpuReading:
     uuid: str
     values: dict = field(default_factory=dict)  # metric -> value; missing means null
     pids: list[int] = field(default_factory=list)
+    health: dict | None = None  # health counters when read this tick (``health.FIELDS``)
 
 
 @dataclass
@@ -46,6 +48,7 @@ class _Gpu:
     probe: Probe
     gpm: GpmReader
     lost: bool = False
+    health: HealthReader | None = None
 
 
 class GpuSource:
@@ -106,7 +109,7 @@ class GpuSource:
                 gpus.append(_Gpu(info, handle, probe, gpm, lost=True))
                 self._event(uuid, "gpu_lost", message="GPU is lost")
                 continue
-            gpus.append(_Gpu(info, handle, probe, gpm))
+            gpus.append(_Gpu(info, handle, probe, gpm, health=HealthReader(nvml, probe, handle)))
         self._gpus = gpus
         self._rates = CounterRates()
         self._xid = XidWatcher(nvml, {g.info.uuid: g.handle for g in gpus}, self._on_xid)
@@ -169,6 +172,8 @@ class GpuSource:
         try:
             reading.values = self._read_values(gpu, ts)
             reading.pids = self._read_pids(gpu)
+            if gpu.health is not None:
+                reading.health = gpu.health.read(ts)
         except GpuLost as exc:
             if not gpu.lost:
                 gpu.lost = True

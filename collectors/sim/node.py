@@ -119,8 +119,31 @@ class GpuCounters:
     sm: float = 0.0  # integral of SM activity % over seconds (GPM)
     tensor: float = 0.0
     dram: float = 0.0
-    ecc_uncorrected: int = 0
+    ecc_uncorrected: int = 0  # volatile: since the last GPU reset
     remapped_correctable: int = 0
+    ecc_corrected: int = 0  # volatile
+    ecc_corrected_lifetime: int = 0  # aggregate, before this driver load
+    ecc_uncorrected_lifetime: int = 0
+    remapped_uncorrectable: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+    nvlink_errors: list = field(default_factory=lambda: [0, 0, 0, 0])  # replay .. crc data
+    pcie_replays: int = 0
+
+
+# GPU health faults (`SimNode(faults=...)`): a row remap pending with uncorrectable ECC
+# errors rising (one every FAULT_ECC_EVERY_S) until the GPU is reset; or a remap failure.
+PENDING_REMAP = "pending_remap"
+REMAP_FAILURE = "remap_failure"
+FAULT_ECC_EVERY_S = 120.0
+
+
+@dataclass
+class GpuFault:
+    gpu: int
+    kind: str  # PENDING_REMAP | REMAP_FAILURE
+    start: float  # model time it begins
+    cleared: bool = False  # the GPU was reset (`SimNode.reset_gpu`)
 
 
 @dataclass
@@ -155,6 +178,7 @@ class SimNode:
         seed: int = 1,
         layout: str = "slurm-v2",
         roce: bool = False,
+        faults: list[GpuFault] | tuple[GpuFault, ...] = (),
     ) -> None:
         if model not in MODELS:
             raise ValueError(f"unknown GPU model {model!r}; known: {', '.join(MODELS)}")
@@ -187,6 +211,10 @@ class SimNode:
         self._listeners: list = []
         self._idle = [idle_behaviour(self.model, key=self.key % 100000 + g) for g in range(gpus)]
         self._written_static = False
+        self.faults = [GpuFault(f.gpu, f.kind, f.start) for f in faults]
+        for f in self.faults:
+            if f.kind not in (PENDING_REMAP, REMAP_FAILURE) or not 0 <= f.gpu < gpus:
+                raise ValueError(f"bad GPU fault {f!r}")
 
     # -- identity ---------------------------------------------------------------------
 
@@ -280,6 +308,7 @@ class SimNode:
             pcie_rx=unit(self.key, 32, g) * 1e14,
             nvlink_tx=unit(self.key, 33, g) * 1e15 if self.model.nvlink_links else 0.0,
             nvlink_rx=unit(self.key, 34, g) * 1e15 if self.model.nvlink_links else 0.0,
+            ecc_corrected_lifetime=int(unit(self.key, 35, g) * 20),
         )
 
     def _segments(self, gpu: int, a: float, b: float):
@@ -333,6 +362,36 @@ class SimNode:
                 self._emit_xids(p, u, v)
         self.eth.rx += self.eth.wave_rx.integral(a, b)
         self.eth.tx += self.eth.wave_tx.integral(a, b)
+        self._apply_faults(a, b)
+
+    def _apply_faults(self, a: float, b: float) -> None:
+        for f in self.faults:
+            if f.cleared or b < f.start:
+                continue
+            c = self.counters[f.gpu]
+            if f.kind == REMAP_FAILURE:
+                if not c.remap_failure:
+                    c.ecc_uncorrected += 1
+                    c.remap_failure = True
+                continue
+            # Uncorrectable errors at start, start + FAULT_ECC_EVERY_S, ... in (a, b].
+            before = -1 if a < f.start or not c.remap_pending else math.floor((a - f.start) / FAULT_ECC_EVERY_S)
+            c.ecc_uncorrected += math.floor((b - f.start) / FAULT_ECC_EVERY_S) - before
+            c.remap_pending = True
+
+    def reset_gpu(self, gpu: int) -> None:
+        """`nvidia-smi -r` at the current time: a pending remap is applied, volatile ECC
+        counts start again at 0; a remap failure stays (it is in the InfoROM)."""
+        c = self.counters[gpu]
+        c.ecc_uncorrected_lifetime += c.ecc_uncorrected
+        c.ecc_corrected_lifetime += c.ecc_corrected
+        c.ecc_uncorrected = c.ecc_corrected = 0
+        if c.remap_pending:
+            c.remapped_uncorrectable += 1
+            c.remap_pending = False
+        for f in self.faults:
+            if f.gpu == gpu and f.kind == PENDING_REMAP:
+                f.cleared = True
 
     def _emit_xids(self, p: Placement, u: float, v: float) -> None:
         first = p.node_rank * p.job.gpus_per_node
@@ -606,4 +665,5 @@ def _write_bytes(path: str, data: bytes) -> None:
         fh.write(data)
 
 
-__all__ = ["SimNode", "SimJob", "Placement", "XidEvent", "ETH_BYTES_PER_S", "LAYOUTS"]
+__all__ = ["SimNode", "SimJob", "Placement", "XidEvent", "GpuFault", "PENDING_REMAP",
+           "REMAP_FAILURE", "ETH_BYTES_PER_S", "LAYOUTS"]

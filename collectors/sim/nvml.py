@@ -379,22 +379,62 @@ class SimNVML:
 
     def nvmlDeviceGetTotalEccErrors(self, handle, error_type, counter_type) -> int:
         dev = self._dev(handle)
+        c = self.node.counters[dev.index]
         if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED:
-            return self.node.counters[dev.index].ecc_uncorrected
-        return 0
+            volatile, lifetime = c.ecc_uncorrected, c.ecc_uncorrected_lifetime
+        elif error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED:
+            volatile, lifetime = c.ecc_corrected, c.ecc_corrected_lifetime
+        else:
+            raise pynvml.NVMLError_InvalidArgument()
+        if counter_type == pynvml.NVML_VOLATILE_ECC:
+            return volatile
+        if counter_type == pynvml.NVML_AGGREGATE_ECC:
+            return lifetime + volatile
+        raise pynvml.NVMLError_InvalidArgument()
 
     def nvmlDeviceGetEccMode(self, handle) -> list[int]:
         self._dev(handle)
         return [pynvml.NVML_FEATURE_ENABLED, pynvml.NVML_FEATURE_ENABLED]
 
     def nvmlDeviceGetRemappedRows(self, handle) -> tuple[int, int, int, int]:
+        """(corrRows, uncRows, isPending, failureOccurred), as pynvml returns them."""
         dev = self._dev(handle)
         c = self.node.counters[dev.index]
-        return (c.remapped_correctable, c.ecc_uncorrected, 0, 0)
+        return (c.remapped_correctable, c.remapped_uncorrectable, int(c.remap_pending),
+                int(c.remap_failure))
 
+    # Ampere and later remap rows instead of retiring pages: both simulated models say
+    # NotSupported here, as nvidia-smi's "Retired Pages: N/A" on an A100 or H100.
     def nvmlDeviceGetRetiredPages(self, handle, cause) -> list[int]:
         self._dev(handle)
-        return []
+        raise pynvml.NVMLError_NotSupported()
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle) -> int:
+        self._dev(handle)
+        raise pynvml.NVMLError_NotSupported()
+
+    def nvmlDeviceGetNvLinkState(self, handle, link) -> int:
+        dev = self._dev(handle)
+        links = self.node.model.nvlink_links
+        if not links:
+            raise pynvml.NVMLError_NotSupported()
+        if not 0 <= int(link) < links:
+            raise pynvml.NVMLError_InvalidArgument()
+        return pynvml.NVML_FEATURE_ENABLED if dev else pynvml.NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle, link, counter) -> int:
+        """A link's share of the GPU's errors of `counter` (NVML_NVLINK_ERROR_DL_*)."""
+        dev = self._dev(handle)
+        links = self.node.model.nvlink_links
+        if not links:
+            raise pynvml.NVMLError_NotSupported()
+        if not 0 <= int(link) < links or not 0 <= int(counter) <= 3:
+            raise pynvml.NVMLError_InvalidArgument()
+        total = self.node.counters[dev.index].nvlink_errors[int(counter)]
+        return total // links + (1 if int(link) < total % links else 0)
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle) -> int:
+        return self.node.counters[self._dev(handle).index].pcie_replays
 
     # -- events -----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from clusterui.findings.choices import Severity
 from clusterui.findings.models import SEVERITY_RANK, Finding
+from clusterui.gpuhealth.classify import STATE_LABELS, node_health
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
 from clusterui.web import timerange
@@ -25,6 +26,8 @@ def home(request):
     snap = cluster_snapshot(request.user, now)
     jobs = Job.objects.visible_to(request.user)
     findings = Finding.objects.visible_to(request.user).open()
+    health = node_health()
+    by_state = {s: sum(1 for h in health.values() if h.state == s) for s in STATE_LABELS}
     by_severity = dict(findings.values_list("severity").annotate(n=Count("id")))
     context = {
         "snap": snap,
@@ -41,6 +44,7 @@ def home(request):
                                                  viewer=request.user, now=now)
                            if r["wasted_gpu_hours"] > 0],
         "charts": charts(heatmap=utilization_heatmap(snap.cells)),
+        "node_health": [(state, label, by_state[state]) for state, label in STATE_LABELS.items()],
         "refresh_s": REFRESH_S,
         "now": now,
         **range_context(request, tr, range_error),

@@ -1,0 +1,16 @@
+"""The drain list page (staff only)."""
+
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import render
+
+from clusterui.gpuhealth.drain import drain_lines
+
+
+def drain_list(request):
+    if not request.user.is_staff:
+        raise PermissionDenied("The drain list is for administrators.")
+    lines = drain_lines()
+    return render(request, "gpuhealth/drain.html", {
+        "lines": lines,
+        "script": "\n".join(line.command for line in lines),
+    })

@@ -1,0 +1,80 @@
+"""Issue 19 in the UI: each node's GPU health summary on the nodes list and the overview,
+and the staff drain list whose scontrol lines stay safe to paste whatever a collector
+called its node."""
+
+import shlex
+from html import unescape
+
+import pytest
+from django.utils import timezone
+
+from clusterui.gpuhealth.drain import scontrol_line
+from clusterui.gpuhealth.models import GpuHealth
+from tests import rows as f
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = "gpu-x'; rm -rf / #$(reboot)`id`\"<b>"
+
+
+def health(gpu, **values):
+    now = timezone.now()
+    return GpuHealth.objects.create(gpu=gpu, ts=now, changed_at=now, **values)
+
+
+@pytest.fixture
+def nodes():
+    ok = f.node("gpu-a001", gpus=2)
+    for g in ok.gpus.all():
+        health(g, remap_pending=False, remap_failure=False, ecc_uncorrected_volatile=0)
+    worn = f.node("gpu-a002", gpus=1)
+    health(worn.gpus.get(), remap_pending=False, remap_failure=False, pcie_replays=4)
+    bad = f.node(HOSTILE, gpus=2)
+    health(bad.gpus.get(index=1), remap_pending=True, ecc_uncorrected_volatile=3,
+           remap_failure=False)
+    f.node("gpu-a004", gpus=1)  # no health reading yet
+    return ok, worn, bad
+
+
+def test_the_nodes_list_shows_each_nodes_summary(client_for, nodes):
+    html = unescape(client_for("alice").get("/nodes/").content.decode())
+    assert "GPU health" in html
+    rows = {name: html.split(f">{name}</a>")[1].split("</tr>")[0]
+            for name in ("gpu-a001", "gpu-a002", "gpu-a004")}
+    assert "Healthy" in rows["gpu-a001"]
+    assert "Degraded" in rows["gpu-a002"] and "GPU 0: 4 PCIe replays" in rows["gpu-a002"]
+    assert "Healthy" not in rows["gpu-a004"] and "Degraded" not in rows["gpu-a004"]
+    assert "Drain suggested" in html and "GPU 1: row remap pending" in html
+    # The filter keeps only the nodes to drain; the hostile name is escaped in HTML.
+    raw = client_for("alice").get("/nodes/?health=drain").content.decode()
+    assert "gpu-a001" not in raw and "<b>" not in raw.split("<tbody>")[1]
+
+
+def test_the_overview_counts_nodes_by_health(client_for, nodes):
+    html = unescape(client_for("alice").get("/").content.decode())
+    assert "1 healthy" in html and "1 degraded" in html and "1 drain suggested" in html
+    assert "/nodes/drain/" not in html  # staff only
+    assert "/nodes/drain/" in client_for("staff").get("/").content.decode()
+
+
+def test_the_drain_list_is_for_staff_and_quotes_names_and_reasons(client_for, nodes):
+    assert client_for("alice").get("/nodes/drain/").status_code == 403
+    response = client_for("staff").get("/nodes/drain/")
+    assert response.status_code == 200
+    raw = response.content.decode()
+    assert "<b>" not in raw.split("drain-commands")[1]  # HTML-escaped
+    script = unescape(raw.split('id="drain-commands">')[1].split("</pre>")[0])
+    [line] = script.splitlines()
+    # Pasted into a shell, the line is exactly one scontrol call with these arguments.
+    assert shlex.split(line) == [
+        "scontrol", "update", f"nodename={HOSTILE}", "state=drain",
+        "reason=GPU health: GPU 1: row remap pending, 3 uncorrectable ECC errors since "
+        "reset (reset)"]
+    assert "gpu-a001" not in raw and "gpu-a002" not in raw
+
+
+def test_a_reason_is_one_printable_line_and_a_plain_name_stays_plain():
+    line = scontrol_line("gpu-a001", "GPU 0: row remapping failed (replace)")
+    assert line == ("scontrol update nodename=gpu-a001 state=drain "
+                    "reason='GPU 0: row remapping failed (replace)'")
+    assert shlex.split(scontrol_line("a\nb", "x"))[2] == "nodename=a\nb"
