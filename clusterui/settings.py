@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "clusterui.findings",
     "clusterui.web",
     "clusterui.alerts",
+    "clusterui.fabric",
     "rest_framework",
     "django_filters",
     "drf_spectacular",

@@ -30,6 +30,8 @@ CATEGORY_HELP = {
     FindingKind.THROTTLING: "GPU clocks are held down by temperature or power limits.",
     FindingKind.GPU_ERRORS: "The GPU driver reported errors (Xid) on a job's GPUs.",
     FindingKind.STRAGGLER: "One node of a multi-node job holds the others back.",
+    FindingKind.FABRIC_LINK: "A node's InfiniBand / RoCE port is down, slower than its "
+                             "nominal rate, or counting link errors (administrators).",
     DIGEST: "The administrators' daily summary: top waste and open findings.",
 }
 

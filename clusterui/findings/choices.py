@@ -10,6 +10,7 @@ class FindingKind(models.TextChoices):
     THROTTLING = "throttling", "Thermal or power throttling"
     GPU_ERRORS = "gpu_errors", "GPU errors"
     STRAGGLER = "straggler", "Straggler node"
+    FABRIC_LINK = "fabric_link", "Degraded or erroring fabric link"
 
 
 class Severity(models.TextChoices):

@@ -17,6 +17,8 @@ import numpy as np
 import orjson
 from django.conf import settings
 
+from clusterui.fabric.metrics import FABRIC_METRICS
+from clusterui.fabric.store import split_rows
 from clusterui.inventory.choices import NicKind
 from clusterui.jobs.choices import ExitState, Scheduler
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
@@ -56,6 +58,8 @@ class Batch:
     # (ts, gpu_index, job_id | None, *GPU metrics)
     gpu_rows: list[tuple] = field(default_factory=list)
     nic_rows: list[tuple] = field(default_factory=list)  # (ts, nic_index, *NIC metrics)
+    # (ts, nic_index, *fabric metrics): rows with any fabric field (``clusterui.fabric``)
+    fabric_rows: list[tuple] = field(default_factory=list)
     job_rows: list[tuple] = field(default_factory=list)  # (ts, job_id, *JOB metrics)
     events: list[dict] = field(default_factory=list)
     key_id: str = ""  # set by the signature check, stored for key-rotation progress
@@ -222,12 +226,13 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     _inventory(batch, envelope.get("gpus"), envelope.get("nics"), envelope.get("jobs"))
     _samples(batch, "gpu_samples", sections["gpu_samples"], "gpu", batch.gpus, GPU_METRICS,
              batch.gpu_rows, window, with_job=True)
-    _samples(batch, "nic_samples", sections["nic_samples"], "nic", batch.nics, NIC_METRICS,
-             batch.nic_rows, window)
+    _samples(batch, "nic_samples", sections["nic_samples"], "nic", batch.nics,
+             NIC_METRICS + FABRIC_METRICS, batch.nic_rows, window)
     _samples(batch, "job_samples", sections["job_samples"], "job", batch.jobs, JOB_METRICS,
              batch.job_rows, window)
     _events(batch, envelope.get("events"), window)
     _within_span(batch, max_span_s)
+    batch.nic_rows, batch.fabric_rows = split_rows(batch.nic_rows, len(NIC_METRICS))
     return batch
 
 
