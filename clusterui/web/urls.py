@@ -2,6 +2,7 @@ from django.urls import path
 
 from clusterui.web.views import (
     compare,
+    fabric,
     findings,
     gpus,
     health,
@@ -22,6 +23,7 @@ urlpatterns = [
     path("nodes/", node_list.node_list, name="nodes"),
     path("nodes/history/", history.node_history, name="node-history"),
     path("nodes/<int:pk>/", nodes.node_detail, name="node-detail"),
+    path("fabric/", fabric.fabric, name="fabric"),
     path("gpus/<int:pk>/", gpus.gpu_detail, name="gpu-detail"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:pk>/", jobs.job_detail, name="job-detail"),
