@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "clusterui.gpuhealth",
     "clusterui.web",
     "clusterui.alerts",
+    "clusterui.fabric",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -366,6 +367,9 @@ DETECTOR_STRAGGLER_FABRIC_RATIO = env_float("DETECTOR_STRAGGLER_FABRIC_RATIO", 0
                                             minimum=0.01, maximum=0.99)
 DETECTOR_STRAGGLER_FABRIC_MIN_PCT = env_float("DETECTOR_STRAGGLER_FABRIC_MIN_PCT", 10.0,
                                               minimum=0, maximum=100)
+# A fabric port is erroring when its error counters rose by DETECTOR_FABRIC_ERRORS or more
+# over the detector window (or it downed its link once); see docs/detectors.md.
+DETECTOR_FABRIC_ERRORS = env_int("DETECTOR_FABRIC_ERRORS", 10, minimum=1)
 DETECTOR_WASTE_WARNING_GPU_H = env_float("DETECTOR_WASTE_WARNING_GPU_H", 2.0, minimum=0)
 DETECTOR_WASTE_CRITICAL_GPU_H = env_float("DETECTOR_WASTE_CRITICAL_GPU_H", 50.0,
                                           minimum=DETECTOR_WASTE_WARNING_GPU_H)

@@ -11,6 +11,8 @@ from collectors import __version__
 from collectors.attribution import Job, JobAttributor
 from collectors.config import Config
 from collectors.gpu import health
+from collectors.fabric import FIELDS as FABRIC_FIELDS
+from collectors.fabric import FabricCounters
 from collectors.gpu.dcgm_exporter import DcgmExporterSource
 from collectors.gpu.source import METRICS, GpuSource
 from collectors.nic import NicSource
@@ -19,7 +21,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA = 1
 GPU_FIELDS = ["ts", "gpu", "job", *METRICS]
-NIC_FIELDS = ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"]
+NIC_FIELDS = ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s", *FABRIC_FIELDS]
 JOB_FIELDS = ["ts", "job", "cpu_cores_used", "host_mem_used_bytes"]
 HEALTH_FIELDS = ["ts", "gpu", *health.FIELDS]
 
@@ -48,6 +50,7 @@ class Agent:
         self.spool_dropped = 0
         self.simulated = bool(getattr(nvml, "SIMULATED", False))
         self.nics = NicSource(config.sysfs_root)
+        self.fabric = FabricCounters(config.sysfs_root)
         self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir)
         if config.gpu_source == "dcgm-exporter":
             log.info("GPU readings from dcgm-exporter at %s", config.dcgm_url)
@@ -96,8 +99,11 @@ class Agent:
             self._window_jobs.setdefault(job.key, (job, set()))
         for job_id, cores, mem in self.jobs.usage(ts):
             self._job_rows.append([ts, job_id, finite(cores), finite(mem)])
+        fabric = self.fabric.sample()
         for nic, rx, tx in self.nics.sample(ts):
-            self._nic_rows.append((nic.name, [ts, finite(rx), finite(tx)]))
+            health = fabric.get(nic.name, {})
+            self._nic_rows.append((nic.name, [ts, finite(rx), finite(tx),
+                                              *(finite(health.get(f)) for f in FABRIC_FIELDS)]))
         for nic in self.nics.inventory:
             self._nic_info[nic.name] = nic.as_dict()
         self._drain_events()

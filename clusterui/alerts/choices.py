@@ -35,6 +35,8 @@ CATEGORY_HELP = {
     FindingKind.GPU_HEALTH: "A node's GPU needs a reset or replacement (ECC, row remapping).",
     JOB_END: "A summary of a job when it ends (the clusterui jobstats report), for jobs that "
              "wasted much of their GPU time, or for every job if you ask below.",
+    FindingKind.FABRIC_LINK: "A node's InfiniBand / RoCE port is down, slower than its "
+                             "nominal rate, or counting link errors (administrators).",
     DIGEST: "The administrators' daily summary: top waste and open findings.",
 }
 

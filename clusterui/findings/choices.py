@@ -11,6 +11,7 @@ class FindingKind(models.TextChoices):
     GPU_ERRORS = "gpu_errors", "GPU errors"
     STRAGGLER = "straggler", "Straggler node"
     GPU_HEALTH = "gpu_health", "GPU needs reset or replacement"
+    FABRIC_LINK = "fabric_link", "Degraded or erroring fabric link"
 
 
 class Severity(models.TextChoices):

@@ -14,7 +14,8 @@ meanwhile returns at once):
    inside its first ``DETECTOR_GRACE_S``. Judge it when it spans ``DETECTOR_MIN_SPAN_S`` and
    every GPU in it has ``DETECTOR_MIN_SAMPLES`` samples; GPU errors are judged always.
 5. Open, update or close findings (``record``); close a final job's findings at its end.
-6. Node findings for GPU errors on GPUs no job held; prune slices no window reaches.
+6. Node findings for GPU errors on GPUs no job held, and for degraded or erroring fabric
+   links (``fabric.verdicts``); prune slices no window reaches.
 7. Recount the jobs whose group, end or figures changed into the hourly usage sums the
    overview reads (``usage_rollup.fold``).
 
@@ -32,6 +33,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from clusterui.fabric import verdicts as fabric_verdicts
 from clusterui.findings import bulk, efficiency, late, record, slices, usage_rollup
 from clusterui.findings.choices import FindingKind, FindingState
 from clusterui.findings.detectors import RETIRED_KINDS, WINDOW_DETECTORS, gpu_errors, gpu_health
@@ -277,6 +279,7 @@ def _run(now: dt.datetime, t: Thresholds, result: PassResult) -> None:
     gpu_nodes = {g.gpu_id: g.node_id for gs in gpus_of.values() for g in gs}
     verdicts += _node_errors(now, t)
     verdicts += gpu_health.node_verdicts(now - dt.timedelta(seconds=t.settle_s))
+    verdicts += fabric_verdicts.node_verdicts(now, t.window_s, t.settle_s)
     notes = {}
     for item in late_items:
         notes[item.job.id] = late.note(item.t1, item.received_at)

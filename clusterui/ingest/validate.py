@@ -18,6 +18,8 @@ import orjson
 from django.conf import settings
 
 from clusterui.gpuhealth.validate import validate_health
+from clusterui.fabric.metrics import FABRIC_METRICS
+from clusterui.fabric.store import split_rows
 from clusterui.inventory.choices import NicKind
 from clusterui.jobs.choices import ExitState, Scheduler
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
@@ -57,6 +59,8 @@ class Batch:
     # (ts, gpu_index, job_id | None, *GPU metrics)
     gpu_rows: list[tuple] = field(default_factory=list)
     nic_rows: list[tuple] = field(default_factory=list)  # (ts, nic_index, *NIC metrics)
+    # (ts, nic_index, *fabric metrics): rows with any fabric field (``clusterui.fabric``)
+    fabric_rows: list[tuple] = field(default_factory=list)
     job_rows: list[tuple] = field(default_factory=list)  # (ts, job_id, *JOB metrics)
     events: list[dict] = field(default_factory=list)
     gpu_health: list[tuple] = field(default_factory=list)  # (ts, gpu_index, *health FIELDS)
@@ -224,13 +228,14 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     _inventory(batch, envelope.get("gpus"), envelope.get("nics"), envelope.get("jobs"))
     _samples(batch, "gpu_samples", sections["gpu_samples"], "gpu", batch.gpus, GPU_METRICS,
              batch.gpu_rows, window, with_job=True)
-    _samples(batch, "nic_samples", sections["nic_samples"], "nic", batch.nics, NIC_METRICS,
-             batch.nic_rows, window)
+    _samples(batch, "nic_samples", sections["nic_samples"], "nic", batch.nics,
+             NIC_METRICS + FABRIC_METRICS, batch.nic_rows, window)
     _samples(batch, "job_samples", sections["job_samples"], "job", batch.jobs, JOB_METRICS,
              batch.job_rows, window)
     _events(batch, envelope.get("events"), window)
     batch.gpu_health = validate_health(batch, envelope.get("gpu_health"), window)
     _within_span(batch, max_span_s)
+    batch.nic_rows, batch.fabric_rows = split_rows(batch.nic_rows, len(NIC_METRICS))
     return batch
 
 

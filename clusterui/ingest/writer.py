@@ -24,6 +24,7 @@ import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from clusterui.fabric import store as fabric_store
 from clusterui.findings.late import LATE_LOCK_KEY
 from clusterui.gpuhealth.store import store_health
 from clusterui.ingest import dedupe, inventory_cache
@@ -198,6 +199,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
     ]
     results: list[StoreResult] = []
     pending: list[dedupe.Pending] = []
+    fabric_rows: list[tuple] = []  # (ts, nic id, *fabric metrics): ``clusterui.fabric``
     # wrap_database_errors: psycopg's errors from the raw cursor become Django's, which is
     # what callers (the Celery task's retry list, the bulk consumer) catch.
     with transaction.atomic(), connection.cursor() as wrapper, connection.wrap_database_errors:
@@ -237,6 +239,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 ts, nic, *values = zip(*batch.nic_rows, strict=True)
                 n = list(zip(_pg_micros(ts), map(nic_ids.__getitem__, nic), *values,
                              strict=True))
+            fabric_rows.extend((r[0], nic_ids[r[1]], *r[2:]) for r in batch.fabric_rows)
             if batch.job_rows:
                 ts, job, *values = zip(*batch.job_rows, strict=True)
                 j = list(zip(_pg_micros(ts), map(job_ids.__getitem__, job), repeat(node_id),
@@ -271,6 +274,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
         nicrollup.mark_due(cur, {(r[1], r[0] - r[0] % _HOUR_US) for r in nic_rows})
         _copy(cur, JOB_SAMPLE_TABLE, JOB_SAMPLE_COLUMNS, JOB_COPY_TYPES, job_rows)
         _update_latest(cur, gpu_rows, nic_rows)
+        fabric_store.write(cur, fabric_rows)
     return results
 
 

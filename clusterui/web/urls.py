@@ -3,6 +3,7 @@ from django.urls import path
 from clusterui.gpuhealth.views import drain_list
 from clusterui.web.views import (
     compare,
+    fabric,
     findings,
     gpus,
     health,
@@ -24,6 +25,7 @@ urlpatterns = [
     path("nodes/history/", history.node_history, name="node-history"),
     path("nodes/drain/", drain_list, name="drain-list"),
     path("nodes/<int:pk>/", nodes.node_detail, name="node-detail"),
+    path("fabric/", fabric.fabric, name="fabric"),
     path("gpus/<int:pk>/", gpus.gpu_detail, name="gpu-detail"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:pk>/", jobs.job_detail, name="job-detail"),

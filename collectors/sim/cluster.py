@@ -179,6 +179,19 @@ class ClusterSim:
             for node, nvml in zip(self.nodes, self.nvmls, strict=True)
         ]
 
+    def add_fabric_faults(self, at: float) -> list[str]:
+        """Degrade two links, for the demo: node 1's second port retrains at 1X from ``at``
+        + 60 s, node 2's third port counts symbol errors from ``at`` + 120 s (both
+        simulated; ``sim/fabric.py``). Returns what was done, for the log."""
+        from collectors.sim.fabric import LinkFault
+
+        done = []
+        for i, port, kind, delay in ((1, 1, "width", 60.0), (2, 2, "errors", 120.0)):
+            if i < len(self.nodes) and port < self.nodes[i].ib_ports:
+                self.nodes[i].link_faults.append(LinkFault(port, at + delay, kind, per_s=2.0))
+                done.append(f"{self.nodes[i].name} mlx5_{port}:1 {kind} at +{delay:g} s")
+        return done
+
     def _clock(self) -> float:
         return self.now
 
@@ -378,6 +391,8 @@ def _parse_args(argv):
     p.add_argument("--stdout", action="store_true", help="print batches as JSON lines")
     p.add_argument("--report", default=None,
                    help="at exit, write what was produced per node to this JSON file")
+    p.add_argument("--no-fabric-faults", action="store_true",
+                   help="do not degrade two simulated fabric links (on by default)")
     p.add_argument("--log-level", default="WARNING")
     args = p.parse_args(argv)
     if args.nodes < 1 or args.gpus < 1 or args.interval <= 0 or args.flush < args.interval:
@@ -462,12 +477,14 @@ def main(argv=None) -> int:
         interval=args.interval,
         flush=args.flush,
     )
+    faults = [] if args.no_fabric_faults else sim.add_fabric_faults(launched)
     out = _Output(args, [n.name for n in sim.nodes])
     stop_at = launched + args.duration if args.duration > 0 else math.inf
     print(
         f"clusterui-simcluster: SIMULATED cluster {args.cluster!r}: {args.nodes} nodes x "
         f"{args.gpus} GPUs, {len(sim.running_jobs())} jobs running, backfilling "
-        f"{args.backfill:g} s, trees under {sim.root_dir}",
+        f"{args.backfill:g} s, trees under {sim.root_dir}"
+        + (f"; SIMULATED fabric faults: {', '.join(faults)}" if faults else ""),
         file=sys.stderr,
     )
     t = first

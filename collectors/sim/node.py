@@ -3,7 +3,8 @@
 `SimNode.advance(t)` moves the node's model to time `t` (virtual or wall clock, never
 backwards) and rewrites, under `root_dir`, the files the real collector reads:
 
-- ``sys/class/infiniband/mlx5_<i>/ports/1/`` (counters in octets/4, rate, state, link_layer)
+- ``sys/class/infiniband/mlx5_<i>/ports/1/`` (counters in octets/4, rate, state, link_layer,
+  error counters, RoCE hw_counters; ``link_faults`` degrade a link: ``sim/fabric.py``)
 - ``sys/class/net/{eth0,lo}/`` (statistics, speed; only eth0 has a ``device``)
 - ``proc/<pid>/{cgroup,environ,comm}`` for each job process on a GPU
 - the job's cgroup (Slurm cgroup v2 or v1, or a Kubernetes pod) with cpu and memory use
@@ -22,6 +23,7 @@ import uuid as uuidlib
 import zlib
 from dataclasses import dataclass, field
 
+from collectors.sim import fabric as simfabric
 from collectors.sim.hardware import (
     ETH_BYTES_PER_S,
     ETH_SPEED_MBPS,
@@ -215,6 +217,7 @@ class SimNode:
         for f in self.faults:
             if f.kind not in (PENDING_REMAP, REMAP_FAILURE) or not 0 <= f.gpu < gpus:
                 raise ValueError(f"bad GPU fault {f!r}")
+        self.link_faults: list[simfabric.LinkFault] = []
 
     # -- identity ---------------------------------------------------------------------
 
@@ -472,6 +475,9 @@ class SimNode:
             _write(os.path.join(cdir, "port_rcv_data"), f"{int(port.rx) // 4}\n")
             _write(os.path.join(cdir, "port_xmit_packets"), f"{int(port.tx) // 4096}\n")
             _write(os.path.join(cdir, "port_rcv_packets"), f"{int(port.rx) // 4096}\n")
+            faults = [f for f in self.link_faults if f.port == p]
+            if faults or self.roce:
+                simfabric.write_tick(os.path.dirname(cdir), faults, t, self.roce, port.tx)
         sdir = self.path("sys", "class", "net", "eth0", "statistics")
         _write(os.path.join(sdir, "rx_bytes"), f"{int(self.eth.rx)}\n")
         _write(os.path.join(sdir, "tx_bytes"), f"{int(self.eth.tx)}\n")
@@ -498,6 +504,7 @@ class SimNode:
             _write(os.path.join(pdir, "phys_state"), "5: LinkUp\n")
             _write(os.path.join(pdir, "link_layer"), "Ethernet\n" if roce else "InfiniBand\n")
             _write(os.path.join(pdir, "lid"), "0x0\n" if roce else f"{0x10 + p:#x}\n")
+            simfabric.write_static(pdir, roce)
         eth = self.path("sys", "class", "net", "eth0")
         _write(os.path.join(eth, "speed"), f"{ETH_SPEED_MBPS}\n")
         _write(os.path.join(eth, "operstate"), "up\n")

@@ -56,3 +56,25 @@ def add_process(procfs, pid, cgroup_text, environ: dict | None = None) -> None:
         data = b"".join(f"{k}={v}".encode() + b"\0" for k, v in environ.items())
         with open(os.path.join(procfs, str(pid), "environ"), "wb") as fh:
             fh.write(data)
+
+
+def set_ib_errors(sysfs, dev, port, **counters) -> None:
+    """ports/<port>/counters/<error counter> as the kernel prints them ("%u\\n")."""
+    cdir = os.path.join(sysfs, "class", "infiniband", dev, "ports", str(port), "counters")
+    for name, value in counters.items():
+        write(os.path.join(cdir, name), str(value))
+
+
+def set_hw_counters(sysfs, dev, port, **counters) -> None:
+    """ports/<port>/hw_counters/<name> (mlx5 RoCE congestion counters, "%llu\\n")."""
+    hdir = os.path.join(sysfs, "class", "infiniband", dev, "ports", str(port), "hw_counters")
+    for name, value in counters.items():
+        write(os.path.join(hdir, name), str(value))
+
+
+def set_link(sysfs, dev, port, *, rate=None, state=None, phys_state=None) -> None:
+    """rate ("100 Gb/sec (4X EDR)"), state ("4: ACTIVE"), phys_state ("5: LinkUp")."""
+    pdir = os.path.join(sysfs, "class", "infiniband", dev, "ports", str(port))
+    for name, value in (("rate", rate), ("state", state), ("phys_state", phys_state)):
+        if value is not None:
+            write(os.path.join(pdir, name), value)

@@ -15,8 +15,8 @@ from tests.web.plotly_data import present
 pytestmark = pytest.mark.django_db
 
 # session + user, then: node, GPUs (+ latest), NICs (+ latest), allocations, GPU series,
-# NIC series, events, event count, open findings on the node.
-NODE_QUERIES = 2 + 9
+# NIC series, events, event count, open findings on the node, fabric ports.
+NODE_QUERIES = 2 + 10
 
 
 @pytest.fixture

@@ -6,10 +6,12 @@ from django.conf import settings
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
+from clusterui.fabric import health
 from clusterui.findings.models import Finding
 from clusterui.inventory.models import Node
 from clusterui.telemetry.models import GpuEvent
 from clusterui.web import nodepage, timerange
+from clusterui.web.views import fabric
 from clusterui.web.views.overview import SEVERITY_RANK
 from clusterui.web.views.support import REFRESH_S, charts, range_context
 
@@ -44,6 +46,9 @@ def node_detail(request, pk):
             Finding.objects.visible_to(request.user).open().filter(node=node)
             .select_related("job").annotate(rank=SEVERITY_RANK).order_by("-rank", "-last_seen")
         ),
+        "fabric_ports": health.worst_first(health.ports(*fabric.window(now), [node.id])),
+        "threshold": health.error_threshold(),
+        "window_h": settings.DETECTOR_WINDOW_S / 3600,
         "charts": charts(**figures),
         "step": step,
         "refresh_s": REFRESH_S if tr.live else None,

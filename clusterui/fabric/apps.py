@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class FabricConfig(AppConfig):
+    name = "clusterui.fabric"
+    label = "fabric"
+    verbose_name = "Fabric health"

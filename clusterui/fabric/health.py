@@ -1,0 +1,126 @@
+"""Each port's health as the pages and the detector see it: its link now (``PortLink``),
+its nominal rate, and its error increases summed over a window (``PortErrors``)."""
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection
+
+from clusterui.fabric.metrics import (
+    ERROR_FIELDS,
+    LINK_ACTIVE,
+    PHYS_LINK_UP,
+    PHYS_NAMES,
+    STATE_NAMES,
+)
+
+
+@dataclass
+class PortHealth:
+    nic_id: int
+    node_id: int
+    node: str
+    name: str
+    kind: str
+    ts: dt.datetime
+    link_state: int | None
+    phys_state: int | None
+    link_width: int | None
+    link_gbps: float | None
+    nominal_gbps: float | None
+    nominal_width: int | None
+    counters_saturated: int | None
+    congestion: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)  # error counter -> increase in the window
+
+    @property
+    def state_text(self) -> str:
+        return STATE_NAMES.get(self.link_state, "unknown") if self.link_state is not None \
+            else "not reported"
+
+    @property
+    def phys_text(self) -> str:
+        return PHYS_NAMES.get(self.phys_state, "unknown") if self.phys_state is not None \
+            else "not reported"
+
+    @property
+    def down(self) -> bool:
+        """Not ACTIVE (or its physical link not LinkUp), having been ACTIVE before: a port
+        never seen up (no cable, disabled on purpose) is not a fault."""
+        if self.nominal_gbps is None:
+            return False
+        return (self.link_state is not None and self.link_state != LINK_ACTIVE) or (
+            self.phys_state is not None and self.phys_state != PHYS_LINK_UP)
+
+    @property
+    def degraded(self) -> bool:
+        """Up, but at a lower rate than it has run at (fewer lanes or a lower speed)."""
+        return (not self.down and self.link_gbps is not None and self.nominal_gbps is not None
+                and self.link_gbps < self.nominal_gbps)
+
+    @property
+    def error_total(self) -> int:
+        return sum(v for v in self.errors.values() if v)
+
+    def erroring(self, threshold: int) -> bool:
+        return self.error_total >= threshold or bool(self.errors.get("link_downed"))
+
+    @property
+    def rate_pct(self) -> float | None:
+        if self.link_gbps is None or not self.nominal_gbps:
+            return None
+        return 100.0 * self.link_gbps / self.nominal_gbps
+
+    def badness(self) -> tuple:
+        """Worst first: down, then degraded (by the share of rate lost), then errors."""
+        return (self.down, self.degraded, -(self.rate_pct or 100.0), self.error_total)
+
+
+_PORTS_SQL = f"""
+SELECT l.nic_id, n.node_id, d.name, n.name, n.kind, l.ts, l.link_state, l.phys_state,
+       l.link_width, l.link_gbps, l.nominal_gbps, l.nominal_width, l.counters_saturated,
+       l.congestion, {", ".join(f"e.{f}" for f in ERROR_FIELDS)}
+FROM fabric_portlink l
+JOIN inventory_nic n ON n.id = l.nic_id
+JOIN inventory_node d ON d.id = n.node_id
+LEFT JOIN LATERAL (
+    SELECT {", ".join(f"sum({f}) AS {f}" for f in ERROR_FIELDS)}
+    FROM fabric_porterrors p WHERE p.nic_id = l.nic_id AND p.ts > %(start)s AND p.ts <= %(end)s
+) e ON true
+WHERE l.ts > %(heard)s {{node_filter}}
+ORDER BY d.name, n.name
+"""
+
+
+def ports(start: dt.datetime, end: dt.datetime, node_ids=None) -> list[PortHealth]:
+    """The ports heard from since ``start`` (all nodes, or ``node_ids``), with their error
+    increases in (start, end]."""
+    params = {"start": start, "end": end, "heard": start}
+    node_filter = ""
+    if node_ids is not None:
+        node_filter, params["nodes"] = "AND n.node_id = ANY(%(nodes)s)", list(node_ids)
+    out = []
+    with connection.cursor() as cur:
+        cur.execute(_PORTS_SQL.format(node_filter=node_filter), params)
+        for row in cur.fetchall():
+            errors = {f: int(v) for f, v in zip(ERROR_FIELDS, row[14:], strict=True)
+                      if v is not None}
+            out.append(PortHealth(*row[:13], congestion=row[13] or {}, errors=errors))
+    return out
+
+
+def error_threshold() -> int:
+    return settings.DETECTOR_FABRIC_ERRORS
+
+
+def worst_first(items: list[PortHealth]) -> list[PortHealth]:
+    return sorted(items, key=lambda p: (p.badness(), p.node, p.name), reverse=True)
+
+
+def prune(now: dt.datetime) -> int:
+    """Delete error rows older than the raw retention (the detector pass calls it)."""
+    from clusterui.fabric.models import PortErrors
+
+    cutoff = now - dt.timedelta(days=settings.RAW_RETENTION_DAYS)
+    return PortErrors.objects.filter(ts__lt=cutoff).delete()[0]

@@ -1,0 +1,66 @@
+"""The fabric page (worst ports across the cluster) and the node page's fabric table."""
+
+import datetime as dt
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from clusterui.fabric.models import PortErrors, PortLink
+from tests import rows as f
+
+pytestmark = pytest.mark.django_db
+
+# session + user, then the ports with their window's errors (one query).
+FABRIC_QUERIES = 2 + 1
+
+
+@pytest.fixture
+def fabric(db):
+    now = timezone.now()
+    healthy = f.node("gpu-a001", gpus=1, nics=2)
+    sick = f.node("gpu-a002", gpus=1, nics=2)
+    noisy = f.node("gpu-a003", gpus=1, nics=1)
+    for node in (healthy, sick, noisy):
+        for nic in node.nics.all():
+            PortLink.objects.create(nic=nic, ts=now, link_state=4, phys_state=5, link_width=4,
+                                    link_gbps=400.0, nominal_gbps=400.0, nominal_width=4,
+                                    counters_saturated=0, active_seen=now)
+    degraded = sick.nics.order_by("name")[1]
+    PortLink.objects.filter(nic=degraded).update(link_width=1, link_gbps=100.0)
+    erroring = noisy.nics.get()
+    PortErrors.objects.create(nic=erroring, ts=now - dt.timedelta(minutes=5), symbol_error=900,
+                              link_error_recovery=2)
+    return {"degraded": degraded, "erroring": erroring, "sick": sick}
+
+
+def test_the_degraded_port_is_listed_first(client_for, fabric, django_assert_num_queries):
+    client = client_for("bob")
+    with django_assert_num_queries(FABRIC_QUERIES):
+        response = client.get(reverse("fabric"))
+    assert response.status_code == 200
+    ports = response.context["ports"]
+    assert (ports[0].node, ports[0].name) == ("gpu-a002", fabric["degraded"].name)
+    assert ports[0].degraded and ports[0].rate_pct == 25.0
+    assert (ports[1].node, ports[1].error_total) == ("gpu-a003", 902)
+    assert response.context["unhealthy"] == 2 and response.context["total"] == 5
+    html = response.content.decode()
+    assert html.index(fabric["degraded"].name) < html.index("symbol_error 900")
+    assert "100 Gb/s (1X)" in html and "degraded" in html
+    assert 'href="/fabric/"' in html  # in the nav
+
+
+def test_sorted_by_errors(client_for, fabric):
+    response = client_for("bob").get(reverse("fabric"), {"sort": "errors"})
+    ports = response.context["ports"]
+    assert ports[0].name == fabric["erroring"].name and ports[0].error_total == 902
+    assert ports[1].name == fabric["degraded"].name
+
+
+def test_the_node_page_shows_its_ports_degraded_first(client_for, fabric):
+    response = client_for("bob").get(reverse("node-detail", args=[fabric["sick"].pk]))
+    assert response.status_code == 200
+    ports = response.context["fabric_ports"]
+    assert [p.name for p in ports][0] == fabric["degraded"].name and len(ports) == 2
+    html = response.content.decode()
+    assert "Fabric links" in html and "100 Gb/s (1X)" in html and "400 Gb/s (4X), 25 %" in html
