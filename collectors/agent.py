@@ -10,9 +10,9 @@ import uuid as uuidlib
 from collectors import __version__
 from collectors.attribution import Job, JobAttributor
 from collectors.config import Config
-from collectors.gpu import health
 from collectors.fabric import FIELDS as FABRIC_FIELDS
 from collectors.fabric import FabricCounters
+from collectors.gpu import health
 from collectors.gpu.dcgm_exporter import DcgmExporterSource
 from collectors.gpu.source import METRICS, GpuSource
 from collectors.nic import NicSource
@@ -101,9 +101,9 @@ class Agent:
             self._job_rows.append([ts, job_id, finite(cores), finite(mem)])
         fabric = self.fabric.sample()
         for nic, rx, tx in self.nics.sample(ts):
-            health = fabric.get(nic.name, {})
+            port = fabric.get(nic.name, {})
             self._nic_rows.append((nic.name, [ts, finite(rx), finite(tx),
-                                              *(finite(health.get(f)) for f in FABRIC_FIELDS)]))
+                                              *(finite(port.get(f)) for f in FABRIC_FIELDS)]))
         for nic in self.nics.inventory:
             self._nic_info[nic.name] = nic.as_dict()
         self._drain_events()

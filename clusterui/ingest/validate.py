@@ -17,9 +17,9 @@ import numpy as np
 import orjson
 from django.conf import settings
 
-from clusterui.gpuhealth.validate import validate_health
 from clusterui.fabric.metrics import FABRIC_METRICS
 from clusterui.fabric.store import split_rows
+from clusterui.gpuhealth.validate import validate_health
 from clusterui.inventory.choices import NicKind
 from clusterui.jobs.choices import ExitState, Scheduler
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
