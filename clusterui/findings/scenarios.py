@@ -39,6 +39,10 @@ from collectors.sim.signals import mix
 
 # The kinds the pass raises (a retired kind is only on findings stored before it was).
 KINDS = tuple(k.value for k in FindingKind if k not in RETIRED_KINDS)
+# Judged from a node's health state, not from a job's samples: no job scenario raises them
+# (a false one is still counted); their faults have end-to-end tests of their own
+# (tests/alerts/test_gpu_health_mail.py, tests/findings/test_fabric_link.py).
+NODE_HEALTH_KINDS = (FindingKind.GPU_HEALTH.value, FindingKind.FABRIC_LINK.value)
 GPUS_PER_NODE = 8
 CPUS_PER_GPU = 12
 FLUSH_S = 60.0
