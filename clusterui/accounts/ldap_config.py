@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-from clusterui.envconfig import env_bool, env_float, env_str
+from clusterui.envconfig import env_bool, env_int, env_str
 
 # The directory attributes copied to the Django user at each sign-in.
 USER_ATTRIBUTES = {"first_name": "givenName", "last_name": "sn", "email": "mail"}
@@ -86,6 +86,6 @@ def ldap_config(environ=None) -> dict | None:
         "GROUP_FILTER": group_filter,
         "STAFF_GROUP": staff_group,
         "SCHEDULER_USER": scheduler_user,
-        "TIMEOUT_S": env_float("LDAP_TIMEOUT_S", 5.0, minimum=0.5, maximum=60,
+        "TIMEOUT_S": env_int("LDAP_TIMEOUT_S", 5, minimum=1, maximum=60,
                                environ=environ),
     }
