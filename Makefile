@@ -19,7 +19,7 @@ venv: $(VENV)/.installed
 demo: venv
 	$(STACK) demo
 
-## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP, Chromium, Slurm and Prometheus.
+## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP, Chromium, Slurm, Prometheus and OpenLDAP.
 test: venv
 	$(PY) -m ruff check .
 	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py check --fail-level WARNING
@@ -28,6 +28,7 @@ test: venv
 	$(STACK) systemd-analyze
 	$(STACK) caddy
 	$(STACK) prometheus
+	$(STACK) slapd
 	$(STACK) slurm
 	$(STACK) run -- $(PY) -m pytest
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import plotly
 
+from clusterui.accounts.ldap_config import ldap_config
 from clusterui.envconfig import (
     env_bool,
     env_choice,
@@ -150,6 +151,11 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked pair before the check
     "django.contrib.auth.backends.ModelBackend",
 ]
+# --- LDAP sign-in (clusterui/accounts/ldap_config.py; docs/operations.md "LDAP sign-in") ---
+# Off unless LDAP_SERVER_URI is set; local accounts (ModelBackend, first) keep working.
+LDAP = ldap_config()
+if LDAP:
+    AUTHENTICATION_BACKENDS.append("clusterui.accounts.ldap_backend.LDAPBackend")
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = LOGIN_MAX_FAILURES_PER_PAIR

@@ -355,6 +355,8 @@ CHROMIUM = "/usr/bin/chromium"
 SYSTEMD_ANALYZE = "/usr/bin/systemd-analyze"
 CADDY = "/usr/bin/caddy"
 PROMETHEUS = "/usr/bin/prometheus"
+SLAPD = "/usr/sbin/slapd"
+SLAPADD = "/usr/sbin/slapadd"
 
 
 def _apt_install(package: str, path: str, why: str) -> None:
@@ -388,6 +390,20 @@ def ensure_caddy(args=None) -> None:
 def ensure_prometheus(args=None) -> None:
     """tests/prometheus has Debian's prometheus scrape /metrics of a live server."""
     _apt_install("prometheus", PROMETHEUS, "the Prometheus scrape test")
+
+
+def ensure_slapd(args=None) -> None:
+    """tests/accounts/test_ldap_signin.py signs in against a private OpenLDAP: Debian's
+    slapd (slapadd comes with it). Its debconf is told to create no directory of its own
+    (slapd/no_configuration), so the install neither prompts nor sets up a system slapd;
+    the tests start their own from a generated configuration."""
+    if os.path.exists(SLAPD) and os.path.exists(SLAPADD):
+        return
+    debconf = shutil.which("debconf-set-selections")
+    if os.geteuid() == 0 and debconf:
+        subprocess.run([debconf], input=b"slapd slapd/no_configuration boolean true\n",
+                       check=False)
+    _apt_install("slapd", SLAPD, "the LDAP sign-in tests")
 
 
 def ensure_systemd_analyze(args=None) -> None:
@@ -449,6 +465,8 @@ def main() -> None:
     pr = sub.add_parser("prometheus",
                         help="install prometheus for the /metrics scrape test if missing")
     pr.set_defaults(func=ensure_prometheus)
+    sl = sub.add_parser("slapd", help="install slapd for the LDAP sign-in tests if missing")
+    sl.set_defaults(func=ensure_slapd)
     sa = sub.add_parser("systemd-analyze",
                         help="install systemd-analyze for the systemd unit's tests if missing")
     sa.set_defaults(func=ensure_systemd_analyze)

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 from django.shortcuts import render
 
 from clusterui.accounts import attempt_gate
@@ -24,10 +25,25 @@ def locked_out(request, response, credentials):
                              f"address. Try again in {_minutes()} minutes.")
 
 
+DIRECTORY_DOWN = ("The directory (LDAP) cannot be reached, so directory accounts cannot "
+                  "sign in just now; local accounts still can. Try again in a few minutes.")
+
+
+class SignInForm(AuthenticationForm):
+    def get_invalid_login_error(self):
+        """Say so when the directory did not answer (clusterui/accounts/ldap_backend.py),
+        rather than blame the password."""
+        if getattr(self.request, "ldap_unavailable", False):
+            return ValidationError(DIRECTORY_DOWN, code="ldap_unavailable")
+        return super().get_invalid_login_error()
+
+
 class LoginView(auth_views.LoginView):
     """Django's sign-in. django-axes locks a (user name, address) pair after repeated
     failures; the attempt gate checks one pair's attempts one at a time and limits one
     address's failures across user names (clusterui/accounts/attempt_gate.py)."""
+
+    form_class = SignInForm
 
     def post(self, request, *args, **kwargs):
         address = client_address(request)
@@ -39,6 +55,8 @@ class LoginView(auth_views.LoginView):
                 return _refused(request, "Another sign-in attempt for this user is still "
                                          "being checked. Try again in a moment.")
             response = super().post(request, *args, **kwargs)
-            if not request.user.is_authenticated:
+            # A directory that did not answer is no guess against this address.
+            if not (request.user.is_authenticated
+                    or getattr(request, "ldap_unavailable", False)):
                 attempt_gate.record_address_failure(address)
         return response

@@ -3,25 +3,27 @@
 from django.db import models
 from django.db.models import F, Q
 
+from clusterui.accounts.models import scheduler_user_name
 from clusterui.jobs.choices import ExitState, JobState, Scheduler
 
 
 class JobQuerySet(models.QuerySet):
     def visible_to(self, user):
         """The one place that decides which jobs a user may see: staff see all, others
-        their own (a job's ``user`` is the scheduler's user name, matched to the login)."""
+        their own (a job's ``user`` is the scheduler's user name: the login, or for an LDAP
+        user the name LDAP_SCHEDULER_USER maps it to)."""
         if not user.is_authenticated:
             return self.none()
         if user.is_staff:
             return self
-        return self.filter(user=user.get_username())
+        return self.filter(user=scheduler_user_name(user))
 
 
 def visible_user_name(user) -> str | None:
     """``JobQuerySet.visible_to`` for tables keyed by a job's user name (the overview's
-    hourly usage sums): None for staff (every job), the login otherwise. Only for signed-in
-    users."""
-    return None if user.is_staff else user.get_username()
+    hourly usage sums): None for staff (every job), the user's scheduler name otherwise. Only
+    for signed-in users."""
+    return None if user.is_staff else scheduler_user_name(user)
 
 
 class Job(models.Model):

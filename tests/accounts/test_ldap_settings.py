@@ -1,0 +1,55 @@
+"""LDAP sign-in's settings: off unless LDAP_SERVER_URI is set, and a precise message for
+each mistake (clusterui/accounts/ldap_config.py)."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from clusterui.accounts.ldap_config import ldap_config
+
+BASE = {"LDAP_SERVER_URI": "ldap://ldap.example.org",
+        "LDAP_USER_SEARCH_BASE": "ou=people,dc=example,dc=org"}
+
+
+def test_off_unless_the_uri_is_set():
+    assert ldap_config({}) is None
+    assert ldap_config({"LDAP_USER_SEARCH_BASE": "ou=people,dc=example,dc=org"}) is None
+
+
+def test_the_defaults_and_the_bind_password_from_a_file(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    config = ldap_config({**BASE, "LDAP_BIND_DN": "cn=clusterui,dc=example,dc=org",
+                          "LDAP_BIND_PASSWORD_FILE": str(secret)})
+    assert config["BIND_PASSWORD"] == "s3cret"
+    assert (config["USER_FILTER"], config["SCHEDULER_USER"], config["START_TLS"]) == (
+        "(uid={login})", "{login}", False)
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({"LDAP_SERVER_URI": "ldap://ldap.example.org"},
+     "LDAP_USER_SEARCH_BASE is required when LDAP_SERVER_URI is set: the subtree holding "
+     "the users, e.g. ou=people,dc=example,dc=org"),
+    ({**BASE, "LDAP_SERVER_URI": "https://ldap.example.org"},
+     "LDAP_SERVER_URI must be ldap://host[:port] or ldaps://host[:port], got "
+     "'https://ldap.example.org'"),
+    ({**BASE, "LDAP_USER_FILTER": "(uid=alice)"},
+     "LDAP_USER_FILTER must hold {login} once and nothing else in braces, e.g. "
+     "(uid={login}), got '(uid=alice)'"),
+    ({**BASE, "LDAP_STAFF_GROUP": "hpc-admins"},
+     "LDAP_STAFF_GROUP needs LDAP_GROUP_SEARCH_BASE"),
+    ({**BASE, "LDAP_BIND_DN": "cn=clusterui,dc=example,dc=org"},
+     "LDAP_BIND_DN is set but LDAP_BIND_PASSWORD (or LDAP_BIND_PASSWORD_FILE) is not"),
+    ({**BASE, "LDAP_BIND_DN": "cn=x", "LDAP_BIND_PASSWORD_FILE": "/nonexistent/pw"},
+     "LDAP_BIND_PASSWORD_FILE: cannot read '/nonexistent/pw'"),
+    ({**BASE, "LDAP_SERVER_URI": "ldaps://ldap.example.org", "LDAP_START_TLS": "1"},
+     "LDAP_START_TLS is for ldap:// URIs"),
+    ({**BASE, "LDAP_START_TLS": "maybe"}, "LDAP_START_TLS must be a boolean"),
+    ({**BASE, "LDAP_SCHEDULER_USER": "hpc"}, "LDAP_SCHEDULER_USER must hold a placeholder"),
+    ({**BASE, "LDAP_GROUP_FILTER": "(member={uid})"},
+     "LDAP_GROUP_FILTER may only hold {login} and {dn}"),
+    ({**BASE, "LDAP_TIMEOUT_S": "0"}, "LDAP_TIMEOUT_S must be at least 1"),
+])
+def test_a_mistake_is_named(environ, message):
+    with pytest.raises(ImproperlyConfigured) as raised:
+        ldap_config(environ)
+    assert str(raised.value).startswith(message)
