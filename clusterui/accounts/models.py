@@ -21,7 +21,10 @@ class DirectoryAccount(models.Model):
 
 def scheduler_user_name(user) -> str:
     """The scheduler's user name for a signed-in user: the directory's mapping for an LDAP
-    user, the login for a local one."""
+    user, the login for a local one. Without LDAP sign-in every user is local: no lookup
+    (the pages' query counts stay as they were)."""
+    if not settings.LDAP:
+        return user.get_username()
     try:
         return user.directory_account.scheduler_user
     except ObjectDoesNotExist:
