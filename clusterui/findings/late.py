@@ -23,8 +23,9 @@ import datetime as dt
 import zlib
 from dataclasses import dataclass
 
+import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 
 from clusterui.findings import slices
 from clusterui.findings.models import JobEfficiency
@@ -46,10 +47,33 @@ class Late:
     received_at: dt.datetime
 
 
+# How long a pass waits for the flushes being stored to commit. While it waits, flushes that
+# start queue behind it (PostgreSQL grants locks in order): a flush held up for long (a row
+# another session locked) must not stall all of ingest behind a waiting pass. The pass gives
+# up instead (``LateLockBusy``) and the next beat tries again.
+LATE_LOCK_TIMEOUT = "5s"
+
+
+class LateLockBusy(Exception):
+    """A flush held the late-span lock for longer than ``LATE_LOCK_TIMEOUT``."""
+
+
 def take_spans() -> list[tuple[int, dt.datetime, dt.datetime, dt.datetime]]:
-    """Wait for late batches being stored to commit, then take every recorded span."""
+    """Wait for the flushes being stored to commit (at most ``LATE_LOCK_TIMEOUT``, else
+    ``LateLockBusy``), then take every recorded span."""
     with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", [LATE_LOCK_KEY])
+        cur.execute("SELECT current_setting('lock_timeout'), "
+                    "set_config('lock_timeout', %s, true)", [LATE_LOCK_TIMEOUT])
+        before = cur.fetchone()[0]
+        try:
+            with transaction.atomic():  # a savepoint: the pass's transaction stays usable
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", [LATE_LOCK_KEY])
+        except OperationalError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+                raise LateLockBusy from exc
+            raise
+        finally:
+            cur.execute("SELECT set_config('lock_timeout', %s, true)", [before])
         cur.execute('DELETE FROM findings_latespan RETURNING node_id, start, "end", '
                     "received_at")
         return cur.fetchall()

@@ -62,6 +62,16 @@ def blocked_ingests() -> int:
             "AND query LIKE '%inventory_node%'").fetchone()[0]
 
 
+def sessions() -> list[tuple]:
+    """The database's other sessions: state, what they wait on, their statement."""
+    with psycopg.connect(database_url().replace("postgres://", "postgresql://", 1),
+                         autocommit=True) as conn:
+        return conn.execute(
+            "SELECT state, wait_event_type, wait_event, left(query, 120) "
+            "FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()").fetchall()
+
+
 def stored(node: str) -> set[int]:
     return set(IngestBatch.objects.filter(node__name=node).values_list("seq", flat=True))
 
@@ -87,7 +97,10 @@ def test_a_killed_single_consumer_recovers_its_own_messages_with_default_setting
                   for n in range(5)],
                 node_batch(node="gpu-poison", seq=1, samples=2, start=START),
                 node_batch(node="gpu-held", seq=2, samples=2, start=START + 20))
-        wait_for(lambda: blocked_ingests() == 1, timeout=60, what="the flush to block")
+        try:
+            wait_for(lambda: blocked_ingests() == 1, timeout=60, what="the flush to block")
+        except AssertionError as exc:  # say what the sessions were doing (CI saw this once)
+            raise AssertionError(f"{exc}; sessions: {sessions()}") from None
         in_flight = held(broker)
         first.kill()
         killed = time.monotonic()

@@ -283,3 +283,28 @@ def test_a_node_first_heard_after_a_pass_read_its_job_on_another_is_counted():
     eff = JobEfficiency.objects.get(job__external_id="709")
     assert len(eff.per_gpu) == 4
     assert per_gpu_samples("709") == {240}
+
+
+def test_a_pass_gives_up_rather_than_stall_ingest_behind_a_flush_held_up(monkeypatch):
+    """A flush holds the late-span lock (shared) and is held up (here: a transaction that
+    never ends). The pass waits for it at most LATE_LOCK_TIMEOUT, since flushes that start
+    meanwhile queue behind a waiting pass: it gives up, writes nothing, and the next pass,
+    once the flush is done, reads the job as usual."""
+    import psycopg
+    from django.db import connection as django_connection
+
+    from clusterui.findings import late
+
+    monkeypatch.setattr(late, "LATE_LOCK_TIMEOUT", "200ms")
+    node, job = Node("late-j"), Job("710", gpus=[0, 1], started_at=BASE - 60)
+    deliver_minutes(node, job, range(5), start=BASE, arrived=NOW)
+    params = django_connection.get_connection_params()
+    with psycopg.connect(host=params.get("host"), port=params.get("port"),
+                         user=params.get("user"), dbname=params["dbname"]) as flush:
+        flush.execute("SELECT pg_advisory_xact_lock_shared(%s)", [late.LATE_LOCK_KEY])
+        result = run_pass(now=at(NOW + 60))
+        assert result.locked_out and result.judged == 0
+        assert not JobEfficiency.objects.filter(job__external_id="710").exists()
+        flush.rollback()
+    assert not run_pass(now=at(NOW + 60)).locked_out
+    assert per_gpu_samples("710") == {30}
