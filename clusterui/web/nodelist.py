@@ -23,6 +23,7 @@ from clusterui.web.snapshot import BUSY_UTIL_PCT
 EVENTS_WINDOW = dt.timedelta(hours=24)
 STATES = (("reporting", "Reporting"), ("silent", "Silent"))
 HEALTH = (("drain", "Drain suggested (GPU health)"), ("degraded", "GPU health degraded or worse"),
+          ("healthy", "GPU health healthy"),
           ("findings", "With open findings"), ("events", "With GPU events (24 h)"),
           ("idle", "Allocated GPUs idle now"))
 # ordering key -> (header, value to sort on; None sorts last either way)
@@ -117,6 +118,8 @@ def select(rows: list[NodeRow], *, q: str = "", cluster: str = "", state: str = 
         rows = [r for r in rows if r.gpu_health == "drain"]
     elif health == "degraded":
         rows = [r for r in rows if r.gpu_health in ("degraded", "drain")]
+    elif health == "healthy":  # the overview's count: nodes whose health reading is healthy
+        rows = [r for r in rows if r.gpu_health == "healthy"]
     elif health == "findings":
         rows = [r for r in rows if r.findings]
     elif health == "events":

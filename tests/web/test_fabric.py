@@ -11,8 +11,9 @@ from tests import rows as f
 
 pytestmark = pytest.mark.django_db
 
-# session + user, then the ports with their window's errors (one query).
-FABRIC_QUERIES = 2 + 1
+# session + user, then the ports with their window's errors (one query), whether any of
+# their nodes is simulated (one).
+FABRIC_QUERIES = 2 + 1 + 1
 
 
 @pytest.fixture
@@ -48,6 +49,13 @@ def test_the_degraded_port_is_listed_first(client_for, fabric, django_assert_num
     assert html.index(fabric["degraded"].name) < html.index("symbol_error 900")
     assert "100 Gb/s (1X)" in html and "degraded" in html
     assert 'href="/fabric/"' in html  # in the nav
+    assert "Simulated data" not in html  # measured nodes
+
+
+def test_simulated_ports_are_labelled_as_such(client_for, fabric):
+    fabric["sick"].__class__.objects.filter(pk=fabric["sick"].pk).update(simulated=True)
+    html = client_for("bob").get(reverse("fabric")).content.decode()
+    assert '<span class="badge sim"' in html and "Simulated data" in html
 
 
 def test_sorted_by_errors(client_for, fabric):

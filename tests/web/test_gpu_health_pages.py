@@ -54,6 +54,13 @@ def test_the_overview_counts_nodes_by_health(client_for, nodes):
     html = unescape(client_for("alice").get("/").content.decode())
     assert "1 healthy" in html and "1 degraded" in html and "1 drain suggested" in html
     assert "/nodes/drain/" not in html  # staff only
+    # Each count opens the nodes it counts: "1 healthy" is gpu-a001 alone (not gpu-a004,
+    # which has no health reading yet, nor the whole list).
+    link = html.split('data-health="healthy"')[0].rsplit('href="', 1)[1].split('"')[0]
+    assert link == "/nodes/?health=healthy"
+    listed = unescape(client_for("alice").get(link).content.decode()).split("<tbody>")[1]
+    assert ">gpu-a001</a>" in listed
+    assert ">gpu-a002</a>" not in listed and ">gpu-a004</a>" not in listed
     assert "/nodes/drain/" in client_for("staff").get("/").content.decode()
 
 
@@ -62,6 +69,9 @@ def test_the_drain_list_is_for_staff_and_quotes_names_and_reasons(client_for, no
     response = client_for("staff").get("/nodes/drain/")
     assert response.status_code == 200
     raw = response.content.decode()
+    assert "Simulated data" not in raw  # measured nodes
+    nodes[2].__class__.objects.filter(pk=nodes[2].pk).update(simulated=True)
+    assert "Simulated data" in client_for("staff").get("/nodes/drain/").content.decode()
     assert "<b>" not in raw.split("drain-commands")[1]  # HTML-escaped
     script = unescape(raw.split('id="drain-commands">')[1].split("</pre>")[0])
     [line] = script.splitlines()

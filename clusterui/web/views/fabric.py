@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from clusterui.fabric import health
+from clusterui.inventory.models import Node
 
 SORTS = ("degradation", "errors")
 SHOWN = 200
@@ -38,5 +39,8 @@ def fabric(request):
         "sort": sort,
         "window_h": settings.DETECTOR_WINDOW_S / 3600,
         "show_node": True,
+        # As the other pages: generated data says so (the demo's ports are simulated).
+        "simulated": Node.objects.filter(id__in={p.node_id for p in ports},
+                                         simulated=True).exists(),
     }
     return render(request, "web/fabric.html", context)
