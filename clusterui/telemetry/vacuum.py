@@ -25,7 +25,8 @@ from django.db import connection
 
 log = logging.getLogger(__name__)
 
-# Every table of the project (and their partitions): the ones Django's apps own.
+# Every table in the project's schema, each partition on its own (a partitioned parent has
+# no row counts of its own).
 _DUE_SQL = """
 SELECT s.relid::regclass::text, s.n_dead_tup, s.n_live_tup
 FROM pg_stat_user_tables s

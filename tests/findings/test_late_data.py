@@ -296,6 +296,8 @@ def test_a_pass_gives_up_rather_than_stall_ingest_behind_a_flush_held_up(monkeyp
     from clusterui.findings import late
 
     monkeypatch.setattr(late, "LATE_LOCK_TIMEOUT", "200ms")
+    with django_connection.cursor() as cur:  # a pass that waited for ever fails, not hangs
+        cur.execute("SET statement_timeout = '20s'")
     node, job = Node("late-j"), Job("710", gpus=[0, 1], started_at=BASE - 60)
     deliver_minutes(node, job, range(5), start=BASE, arrived=NOW)
     params = django_connection.get_connection_params()
