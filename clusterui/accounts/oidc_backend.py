@@ -23,7 +23,7 @@ import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import SuspiciousOperation
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from clusterui.accounts import oidc_discovery
@@ -173,8 +173,12 @@ class OIDCBackend(OIDCAuthenticationBackend):
                           "claim (OIDC_USERNAME_CLAIM) to name your account; ask an "
                           "administrator.")
         identity = f"{config['ISSUER']}#{payload['sub']}"
-        user = self._sync(config, login, identity, claims,
-                          scheduler_user(config, login, claims))
+        try:
+            user = self._sync(config, login, identity, claims,
+                              scheduler_user(config, login, claims))
+        except IntegrityError:  # the same person's first sign-in twice at once
+            raise Refused("Another sign-in for you was being recorded at the same moment. "
+                          "Try again.") from None
         return user if self.user_can_authenticate(user) else None
 
     @transaction.atomic
@@ -185,8 +189,8 @@ class OIDCBackend(OIDCAuthenticationBackend):
         holder = User._default_manager.filter(**{User.USERNAME_FIELD: login}).first()
         if account is None and holder is not None:
             raise Refused(f"An account named {login} already exists here and is not linked to "
-                          "the identity provider, so it cannot sign in this way. Sign in with "
-                          "its password, or ask an administrator.")
+                          "your identity at the provider, so it cannot sign in this way. Sign "
+                          "in with its password, or ask an administrator.")
         if account is not None and holder is not None and holder != account.user:
             raise Refused(f"The identity provider now calls you {login}, a name another "
                           "account here has; ask an administrator.")

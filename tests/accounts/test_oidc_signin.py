@@ -108,6 +108,20 @@ def test_a_provider_user_signs_in_and_sees_exactly_their_own_jobs(client, oidc):
     assert get_user_model().objects.filter(username="alice").count() == 1
 
 
+def test_the_account_follows_the_subject_not_the_login(client, settings, oidc):
+    """The login claim changes (here: the site switches to email addresses): the same
+    person keeps the same account, renamed; nobody else gets the old name's account."""
+    sign_in(client, "alice", people.PASSWORDS["alice"])
+    alice = get_user_model().objects.get(username="alice")
+    client.logout()
+    configure(settings, oidc, OIDC_USERNAME_CLAIM="email")
+    sign_in(client, "alice", people.PASSWORDS["alice"])
+    alice.refresh_from_db()
+    assert alice.username == "alice@example.org"
+    assert client.session["_auth_user_id"] == str(alice.pk)
+    assert get_user_model().objects.count() == 1
+
+
 def test_staff_comes_from_the_groups_claim_at_each_sign_in(client, settings, oidc):
     rows.job("alice")
     sign_in(client, "bob", people.PASSWORDS["bob"])
@@ -164,7 +178,8 @@ def test_local_accounts_keep_working_and_are_never_taken_over(client, oidc):
     User = get_user_model()
     User.objects.create_user("alice", password="local-password-2")  # a provider name too
     message = refusal(client, sign_in(client, "alice", people.PASSWORDS["alice"]))
-    assert "An account named alice already exists here and is not linked" in message
+    assert "An account named alice already exists here and is not linked to your identity" in (
+        message)
     assert not hasattr(User.objects.get(username="alice"), "directory_account")
     response = client.post("/login/", {"username": "alice", "password": "local-password-2"},
                            REMOTE_ADDR="192.0.2.10")
