@@ -22,6 +22,7 @@ import jwt
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import SuspiciousOperation
 from django.db import IntegrityError, transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
@@ -95,6 +96,11 @@ class OIDCBackend(OIDCAuthenticationBackend):
     @staticmethod
     def get_settings(attr, *args):
         return oidc_discovery.setting(attr, *args)
+
+    def get_user(self, user_id):
+        """Django's: a user made inactive is signed out at their next request
+        (mozilla-django-oidc's own returns inactive users too)."""
+        return ModelBackend.get_user(self, user_id)
 
     def authenticate(self, request, **kwargs):
         """Only the callback's call (it passes ``nonce``); never a password sign-in."""
@@ -179,7 +185,9 @@ class OIDCBackend(OIDCAuthenticationBackend):
         except IntegrityError:  # the same person's first sign-in twice at once
             raise Refused("Another sign-in for you was being recorded at the same moment. "
                           "Try again.") from None
-        return user if self.user_can_authenticate(user) else None
+        if not self.user_can_authenticate(user):
+            raise Refused(f"The account {login} is disabled here; ask an administrator.")
+        return user
 
     @transaction.atomic
     def _sync(self, config, login, identity, claims, scheduler_name):

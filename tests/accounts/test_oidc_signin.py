@@ -100,6 +100,7 @@ def test_a_provider_user_signs_in_and_sees_exactly_their_own_jobs(client, oidc):
     assert alice.directory_account.source == "oidc"
     assert alice.directory_account.dn.startswith(f"{oidc}#")
     assert list(Job.objects.visible_to(alice)) == [mine]
+    assert client.get("/jobs/").status_code == 200
     api = client.get("/api/v1/jobs/")
     assert [j["user"] for j in api.json()["results"]] == ["alice"]
     # The next sign-in finds the same account (by the provider's subject).
@@ -227,3 +228,12 @@ def test_a_wrong_client_secret_is_reported_from_the_providers_answer(client, set
     message = refusal(client, sign_in(client, "alice", people.PASSWORDS["alice"]))
     assert message.startswith("The identity provider refused to complete the sign-in "
                               "(invalid_client")
+
+
+def test_a_user_made_inactive_is_signed_out_and_cannot_sign_in_again(client, oidc):
+    sign_in(client, "alice", people.PASSWORDS["alice"])
+    get_user_model().objects.filter(username="alice").update(is_active=False)
+    assert client.get("/jobs/").status_code == 302  # back to the sign-in page
+    client.logout()
+    message = refusal(client, sign_in(client, "alice", people.PASSWORDS["alice"]))
+    assert message == "The account alice is disabled here; ask an administrator."
