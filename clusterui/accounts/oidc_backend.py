@@ -110,6 +110,7 @@ class OIDCBackend(OIDCAuthenticationBackend):
         try:
             return super().authenticate(request, **kwargs)
         except Refused as exc:
+            log.warning("OIDC: refused a sign-in: %s", exc)
             request.oidc_refused = str(exc)
         except oidc_discovery.ProviderUnavailable as exc:
             log.error("OIDC: the provider's discovery failed: %s", exc)
@@ -222,7 +223,10 @@ class OIDCBackend(OIDCAuthenticationBackend):
 def _provider_error(response) -> str:
     try:
         body = response.json()
-        return f"{body.get('error')}: {body.get('error_description', '')}".rstrip(": ")
     except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str):
         return f"HTTP {response.status_code}"
+    detail = body.get("error_description")
+    return f"{body['error']}: {detail}"[:200] if isinstance(detail, str) else body["error"]
 
