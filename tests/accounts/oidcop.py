@@ -37,15 +37,23 @@ def start(workdir: Path) -> tuple[subprocess.Popen, str]:
          "tests.accounts.oidc_provider.wsgi:application"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     log.close()
+    try:
+        _wait_ready(process, issuer, workdir)
+    except BaseException:  # never leave a provider behind (an interrupted session too)
+        process.kill()
+        process.wait()
+        raise
+    return process, issuer
+
+
+def _wait_ready(process: subprocess.Popen, issuer: str, workdir: Path) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
             requests.get(f"{issuer}/.well-known/openid-configuration", timeout=5)
-            break
+            return
         except requests.RequestException:  # not listening yet, or still booting
             if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
                 raise RuntimeError("the OIDC provider did not start: "
                                    + (workdir / "provider.log").read_text()[-2000:]) from None
             time.sleep(0.2)
-    return process, issuer
