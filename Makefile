@@ -19,7 +19,7 @@ venv: $(VENV)/.installed
 demo: venv
 	$(STACK) demo
 
-## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP, Chromium, Slurm, Prometheus and OpenLDAP.
+## The whole test suite against real PostgreSQL, Redis, Celery workers, SMTP, Chromium, Slurm, Prometheus, OpenLDAP and an OpenID Connect provider.
 test: venv
 	$(PY) -m ruff check .
 	DJANGO_SETTINGS_MODULE=clusterui.settings_test $(STACK) run -- $(PY) manage.py check --fail-level WARNING

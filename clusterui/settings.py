@@ -12,6 +12,7 @@ from pathlib import Path
 import plotly
 
 from clusterui.accounts.ldap_config import ldap_config
+from clusterui.accounts.oidc_config import oidc_config
 from clusterui.envconfig import (
     env_bool,
     env_choice,
@@ -156,6 +157,12 @@ AUTHENTICATION_BACKENDS = [
 LDAP = ldap_config()
 if LDAP:
     AUTHENTICATION_BACKENDS.append("clusterui.accounts.ldap_backend.LDAPBackend")
+# --- OpenID Connect sign-in (clusterui/accounts/oidc_config.py; docs/operations.md
+# "OpenID Connect sign-in") --- Off unless OIDC_ISSUER is set; the sign-in page then offers
+# "Sign in with <OIDC_PROVIDER_NAME>" next to the password form.
+OIDC = oidc_config()
+if OIDC:
+    AUTHENTICATION_BACKENDS.append("clusterui.accounts.oidc_backend.OIDCBackend")
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = LOGIN_MAX_FAILURES_PER_PAIR
@@ -163,6 +170,8 @@ AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_FAILURE_WINDOW_S)
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "clusterui.accounts.client_address.client_address"
 AXES_LOCKOUT_CALLABLE = "clusterui.accounts.views.locked_out"
+# OpenID Connect callbacks are no password guesses (clusterui/accounts/oidc_backend.py).
+AXES_WHITELIST_CALLABLE = "clusterui.accounts.oidc_backend.not_a_password_attempt"
 AXES_VERBOSE = False
 # Failures only: a row per successful sign-in would grow without bound.
 AXES_DISABLE_ACCESS_LOG = True

@@ -1,7 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
+from clusterui.accounts import oidc_views
 from clusterui.accounts.admin_login import admin_login
 from clusterui.accounts.views import LoginView
 from clusterui.api import token_pages as api_tokens
@@ -11,6 +13,12 @@ urlpatterns = [
     path("", include("clusterui.web.urls")),
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # OpenID Connect sign-in (404 while OIDC_ISSUER is unset); the callback is the redirect
+    # URI registered at the provider: https://<this host>/oidc/callback/
+    path("oidc/authenticate/", login_not_required(oidc_views.Start.as_view()),
+         name="oidc_authentication_init"),
+    path("oidc/callback/", login_not_required(oidc_views.Callback.as_view()),
+         name="oidc_authentication_callback"),
     # The admin signs in through the rate-limited sign-in page too.
     path("admin/login/", admin_login),
     path("admin/", admin.site.urls),

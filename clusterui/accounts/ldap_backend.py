@@ -22,6 +22,7 @@ from django.db import transaction
 from ldap3.core.exceptions import LDAPException
 
 from clusterui.accounts import directory
+from clusterui.accounts.choices import AccountSource
 from clusterui.accounts.ldap_config import USER_ATTRIBUTES, placeholders
 from clusterui.accounts.models import DirectoryAccount
 
@@ -52,8 +53,9 @@ class LDAPBackend(ModelBackend):
         User = get_user_model()
         existing = User._default_manager.filter(**{User.USERNAME_FIELD: username}).first()
         if existing is not None:
-            if not DirectoryAccount.objects.filter(user=existing).exists():
-                return None  # a local account: ModelBackend's alone
+            if not DirectoryAccount.objects.filter(user=existing,
+                                                   source=AccountSource.LDAP).exists():
+                return None  # a local (or OpenID Connect) account: not the directory's
             if not self.user_can_authenticate(existing):
                 return None
         try:

@@ -4,7 +4,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.shortcuts import render
 
-from clusterui.accounts import attempt_gate
+from clusterui.accounts import attempt_gate, oidc_views
 from clusterui.accounts.client_address import client_address
 
 
@@ -44,6 +44,15 @@ class LoginView(auth_views.LoginView):
     address's failures across user names (clusterui/accounts/attempt_gate.py)."""
 
     form_class = SignInForm
+
+    def get_context_data(self, **kwargs):
+        """The "Sign in with <provider>" button when OpenID Connect sign-in is on, and why
+        the last one failed (clusterui/accounts/oidc_views.py)."""
+        context = super().get_context_data(**kwargs)
+        if settings.OIDC:
+            context["oidc_provider_name"] = settings.OIDC["PROVIDER_NAME"]
+            context["oidc_error"] = oidc_views.pop_error(self.request)
+        return context
 
     def post(self, request, *args, **kwargs):
         address = client_address(request)

@@ -1,5 +1,6 @@
 import pytest
 
+from tests.accounts import oidcop
 from tests.accounts import slapd as slapd_server
 
 
@@ -8,6 +9,20 @@ def slapd(tmp_path_factory):
     """A private OpenLDAP for this test session (tests/accounts/slapd.py): its URI."""
     process, uri = slapd_server.start(tmp_path_factory.mktemp("slapd"))
     yield uri
+    process.terminate()
+    try:
+        process.wait(10)
+    except Exception:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def oidc_provider(tmp_path_factory):
+    """A real OpenID Connect provider for this test session (tests/accounts/oidcop.py):
+    its issuer URL."""
+    process, issuer = oidcop.start(tmp_path_factory.mktemp("oidc-provider"))
+    yield issuer
     process.terminate()
     try:
         process.wait(10)
