@@ -95,6 +95,18 @@ class Gpu(models.Model):
     def __str__(self):
         return f"{self.node.name}/gpu{self.index}"
 
+    @property
+    def label(self) -> str:
+        """'GPU 0', or for a MIG instance 'GPU 0 · MIG 1g.10gb (GI 3)'."""
+        return gpu_label(self.index, self.parent_id, self.mig_profile, self.mig_gi_id)
+
+
+def gpu_label(index: int, parent_id: int | None, profile: str, gi_id: int | None) -> str:
+    if parent_id is None:
+        return f"GPU {index}"
+    gi = f" (GI {gi_id})" if gi_id is not None else ""
+    return f"GPU {index} · MIG {profile or '?'}{gi}"
+
 
 class Nic(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="nics")
