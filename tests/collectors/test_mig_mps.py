@@ -186,3 +186,31 @@ def test_profiles(tmp_path, profile, per_gpu):
     assert len(instances) == 6 and {g["mig_profile"] for g in instances} == {profile}
     assert len(batch["gpus"]) - 6 == -(-6 // per_gpu)  # the physical GPUs
     assert os.path.isdir(tmp_path / "n")
+
+
+def test_instances_destroyed_or_created_are_seen_at_the_next_listing(tmp_path):
+    from collectors.gpu.source import MIG_REFRESH_S, GpuSource
+
+    node = SimNode(str(tmp_path / "n"), "mig-n0", gpus=7, seed=3)
+    node.advance(T0)
+    nvml = SimMigNVML(node)
+    now = [T0]
+    source = GpuSource(nvml, lambda: now[0])
+    try:
+        assert len([g for g in source.inventory if g.parent_uuid]) == 7
+        gone = nvml._migs[0].pop()  # an administrator destroys the last instance
+        now[0] = T0 + 10
+        node.advance(now[0])
+        source.sample(now[0])
+        assert len([g for g in source.inventory if g.parent_uuid]) == 7  # not listed yet
+        now[0] = T0 + MIG_REFRESH_S + 10
+        node.advance(now[0])
+        readings = source.sample(now[0])
+        uuids = {g.uuid for g in source.inventory if g.parent_uuid}
+        assert len(uuids) == 6 and nvml.nvmlDeviceGetUUID(gone) not in uuids
+        assert {r.uuid for r in readings} == uuids | {g.uuid for g in source.inventory
+                                                      if not g.parent_uuid}
+        # the instances kept their GPM state: SM activity right after the new listing
+        assert all("sm_active_pct" in r.values for r in readings if r.uuid in uuids)
+    finally:
+        source.close()
