@@ -71,6 +71,7 @@ class GpuSource:
         self._retry_at = 0.0
         self._initialised = False
         self._mig_at = 0.0
+        self._mig_parents: set[str] = set()  # GPUs whose MIG instances are listed
         self._start()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -147,6 +148,7 @@ class GpuSource:
             if gone.gpm.enabled:
                 gone.gpm.close()
         self._mig_at = self.clock() + MIG_REFRESH_S
+        self._mig_parents = {g.parent.info.uuid for g in out if g.parent is not None}
         return out
 
     def _stop_watchers(self) -> None:
@@ -212,8 +214,9 @@ class GpuSource:
             else:
                 reading.values = self._read_values(gpu, ts)
             # A MIG-enabled GPU's own process list is the sum of its instances' (NVML):
-            # its processes are attributed through the instances, never twice.
-            reading.pids = [] if gpu.info.mig_enabled else self._read_pids(gpu)
+            # its processes are attributed through the instances, never twice (where no
+            # instance could be listed, the GPU's own list is all there is).
+            reading.pids = [] if gpu.info.uuid in self._mig_parents else self._read_pids(gpu)
             if gpu.health is not None:
                 reading.health = gpu.health.read(ts)
         except GpuLost as exc:

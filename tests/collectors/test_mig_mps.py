@@ -214,3 +214,16 @@ def test_instances_destroyed_or_created_are_seen_at_the_next_listing(tmp_path):
         assert all("sm_active_pct" in r.values for r in readings if r.uuid in uuids)
     finally:
         source.close()
+
+
+def test_a_mig_gpu_whose_instances_cannot_be_listed_keeps_its_own_processes(tmp_path):
+    import pynvml
+
+    class CannotList(SimMigNVML):
+        def nvmlDeviceGetMaxMigDeviceCount(self, handle):
+            raise pynvml.NVMLError_NotSupported()
+
+    _, nvml, batch, _ = _run(tmp_path, CannotList, job_gpus=(2,), mapping=False)
+    assert not any("parent_uuid" in g for g in batch["gpus"])
+    [gpu] = batch["gpus"]
+    assert gpu["mig_enabled"] is True and _job_uuids(batch) == {gpu["uuid"]}
