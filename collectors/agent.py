@@ -9,6 +9,7 @@ import uuid as uuidlib
 
 from collectors import __version__
 from collectors.attribution import Job, JobAttributor
+from collectors.attribution.mig import gres_positions
 from collectors.config import Config
 from collectors.fabric import FIELDS as FABRIC_FIELDS
 from collectors.fabric import FabricCounters
@@ -78,7 +79,15 @@ class Agent:
         readings = self.gpus.sample(ts) if self.gpus is not None else []
         self._refresh_gpu_info()
         index_of = {uuid: info["index"] for uuid, info in self._gpu_info.items()}
-        minors = {info.uuid: info.minor for info in self.gpus.inventory} if self.gpus else {}
+        inventory = self.gpus.inventory if self.gpus else []
+        minors = {info.uuid: info.minor for info in inventory}
+        # With MIG instances, each Slurm GPU (an instance, or a GPU without MIG) is named by
+        # its position in Slurm's list; a MIG-enabled GPU is no job's (its instances are).
+        positions = gres_positions(inventory)
+        if positions is not None:
+            index_of = {u: positions[u] for u in index_of if u in positions}
+            minors = {i.uuid: i.minor for i in inventory
+                      if i.uuid in positions and i.parent_uuid is None}
         owners, ended = self.jobs.attribute(
             ts,
             [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of],

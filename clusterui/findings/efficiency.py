@@ -7,6 +7,10 @@ recomputed from those totals, so a pass costs the new samples, not the job's who
 - Window: from the job's start as the scheduler reported it (``Job.started_at``), or, when
   that is unknown, its first sample (less one sampling interval: a sample stands for the
   interval before it), to its newest sample.
+- MIG: a MIG instance counts as its share of a GPU (``Gpu.mig_share``: its GPU-instance
+  slices over the GPU's) in allocated, used and wasted GPU-hours; one that reported no busy
+  figure (NVML has no utilization on MIG, and GPM may be missing) is counted allocated but
+  neither used nor wasted (``docs/detectors.md``).
 - GPU-hours allocated: allocated GPUs x the window's wall time, from the job's start even
   when our first sample came later (the GPUs were held all along). Used: each GPU's mean
   "busy" over its samples x the wall time (the samples stand for the whole run), where busy is GPM SM activity where the GPU reports it and NVML
@@ -145,9 +149,11 @@ def compute(eff, *, started_at: dt.datetime | None, interval_s: float, gpus: lis
     wall_h = max(0.0, (end - start).total_seconds()) / 3600.0
     eff.window_start, eff.window_end = start, end
     eff.gpus = len(gpus)
-    eff.gpu_hours_allocated = len(gpus) * wall_h
+    # A MIG instance is its share of a GPU (slices over the GPU's), a whole GPU is 1.
+    eff.gpu_hours_allocated = sum(g.share for g in gpus) * wall_h
 
     per_gpu, used, means = {}, 0.0, []
+    unmeasured_h = 0.0  # MIG instances that reported no busy figure: not judged
     mem_peak = mem_cap = None
     energy = None
     nvl_sum = nvl_n = 0
@@ -156,17 +162,25 @@ def compute(eff, *, started_at: dt.datetime | None, interval_s: float, gpus: lis
         a = acc_gpus.get(str(g.gpu_id))
         entry = {"index": g.index, "node": g.node, "samples": 0, "mean": None, "p10": None,
                  "p90": None, "nvml_mean": None, "source": None, "mem_peak_mib": None,
-                 "energy_j": None, "wasted_gpu_hours": wall_h}
+                 "energy_j": None, "wasted_gpu_hours": g.share * wall_h}
+        if g.share < 1.0:
+            entry["mig_share"] = g.share
+        if g.mig and not (a and a["busy_n"]):
+            # NVML gives no utilization on MIG; without GPM nothing says what the instance
+            # did, so its time is neither used nor wasted (never an idle guess).
+            entry["wasted_gpu_hours"] = None
+            unmeasured_h += g.share * wall_h
         if a and a["busy_n"]:
             mean = a["busy_sum"] / a["busy_n"]
-            used_g = mean / 100.0 * wall_h
+            used_g = mean / 100.0 * g.share * wall_h
             used += used_g
             means.append(mean)
             entry.update(
                 samples=a["n"], mean=round(mean, 2), p10=percentile(a["hist"], 0.10),
                 p90=percentile(a["hist"], 0.90),
                 nvml_mean=round(a["util_sum"] / a["util_n"], 2) if a["util_n"] else None,
-                source=_source(a["sm_n"], a["busy_n"]), wasted_gpu_hours=wall_h - used_g,
+                source=_source(a["sm_n"], a["busy_n"]),
+                wasted_gpu_hours=g.share * wall_h - used_g,
             )
         if a:
             entry["mem_peak_mib"] = a["mem_max"]
@@ -181,7 +195,7 @@ def compute(eff, *, started_at: dt.datetime | None, interval_s: float, gpus: lis
         per_gpu[g.uuid] = entry
     eff.per_gpu = per_gpu
     eff.gpu_hours_used = used
-    eff.gpu_hours_wasted = max(0.0, eff.gpu_hours_allocated - used)
+    eff.gpu_hours_wasted = max(0.0, eff.gpu_hours_allocated - unmeasured_h - used)
     sources = {e["source"] for e in per_gpu.values() if e["source"]}
     eff.util_source = sources.pop() if len(sources) == 1 else (
         UtilSource.MIXED if sources else UtilSource.NVML_UTIL)

@@ -155,9 +155,12 @@ class JobEfficiency(models.Model):
 
     @property
     def efficiency_pct(self) -> float | None:
-        if not self.gpu_hours_allocated:
+        """Used over the GPU-hours judged (used + wasted): that is all allocated ones except
+        MIG instances that reported no busy figure (``efficiency.py``)."""
+        judged = (self.gpu_hours_used or 0.0) + (self.gpu_hours_wasted or 0.0)
+        if not self.gpu_hours_allocated or not judged:
             return None
-        return 100.0 * self.gpu_hours_used / self.gpu_hours_allocated
+        return 100.0 * self.gpu_hours_used / judged
 
 
 class GpuSlice(models.Model):

@@ -157,11 +157,11 @@ def _load_gpus(job_ids: list[int]) -> dict[int, list[GpuInfo]]:
     out: dict[int, list[GpuInfo]] = {}
     rows = JobGpu.objects.filter(job_id__in=job_ids).values_list(
         "job_id", "gpu_id", "gpu__uuid", "gpu__index", "gpu__node_id", "gpu__node__name",
-        "gpu__model", "gpu__memory_total_mib", "gpu__nvlink_bytes_per_s",
+        "gpu__model", "gpu__memory_total_mib", "gpu__nvlink_bytes_per_s", "gpu__mig_share",
     )
-    for job_id, gpu_id, uuid, index, node_id, node, model, mem, nvl in rows:
+    for job_id, gpu_id, uuid, index, node_id, node, model, mem, nvl, share in rows:
         out.setdefault(job_id, []).append(GpuInfo(gpu_id, uuid, index, node_id, node, model,
-                                                  mem, nvl))
+                                                  mem, nvl, share))
     return out
 
 

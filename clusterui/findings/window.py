@@ -176,6 +176,16 @@ class GpuInfo:
     model: str
     memory_total_mib: int | None
     nvlink_bytes_per_s: float | None
+    mig_share: float | None = None  # a MIG instance's share of its GPU; None: a whole GPU
+
+    @property
+    def mig(self) -> bool:
+        return self.mig_share is not None
+
+    @property
+    def share(self) -> float:
+        """How much of a GPU this is, as job efficiency counts it."""
+        return self.mig_share if self.mig_share is not None else 1.0
 
 
 _GPU_WINDOW_SQL = """

@@ -367,11 +367,44 @@ def _gpus(batch: Batch, value) -> None:
         if mig is not None and not isinstance(mig, bool):
             problems.append("mig_enabled must be true, false or null, got "
                             f"{type(mig).__name__}")
+        _mig_instance(entry, clean, problems)
         for problem in problems:  # the GPU is kept; only the bad attribute is dropped
             batch.reject(f"gpus: {problem}", where)
         # Samples and jobs refer to a GPU by its position in this batch's list.
         seen_uuids.add(uuid)
         batch.gpus[position] = clean
+
+
+def _mig_instance(entry: dict, clean: dict, problems: list[str]) -> None:
+    """A MIG instance's optional attributes (``docs/protocol.md``): its parent GPU's uuid,
+    profile, GPU / compute instance ids, and its slices out of the GPU's, which make its
+    ``mig_share`` (what job efficiency counts it as). A bad one is dropped on its own."""
+    clean["parent_uuid"], err = text(entry.get("parent_uuid"), 96)
+    if err:
+        problems.append(f"parent_uuid {err}")
+        clean["parent_uuid"] = None
+    clean["parent_uuid"] = clean["parent_uuid"] or None
+    if clean["parent_uuid"] == clean["uuid"]:
+        problems.append("parent_uuid must name another GPU")
+        clean["parent_uuid"] = None
+    clean["mig_profile"], err = text(entry.get("mig_profile"), 32)
+    if err:
+        problems.append(f"mig_profile {err}")
+    clean["mig_profile"] = clean["mig_profile"] or ""
+    ints = {}
+    for key, lo, hi in (("mig_gi_id", 0, 1023), ("mig_ci_id", 0, 1023),
+                        ("mig_slices", 1, 64), ("mig_slices_total", 1, 64)):
+        ints[key], err = _optional_number(entry.get(key), lo, hi, integer=True)
+        if err:
+            problems.append(f"{key} {err}")
+    clean["mig_gi_id"], clean["mig_ci_id"] = ints["mig_gi_id"], ints["mig_ci_id"]
+    slices, total = ints["mig_slices"], ints["mig_slices_total"]
+    clean["mig_share"] = None
+    if slices is not None and total is not None:
+        if slices > total:
+            problems.append(f"mig_slices {slices} is more than mig_slices_total {total}")
+        elif clean["parent_uuid"]:
+            clean["mig_share"] = slices / total
 
 
 def _nics(batch: Batch, value) -> None:

@@ -628,10 +628,13 @@ def _upsert_gpus(cur, batch: Batch, node_id: int, cluster_id: int, seen_at, batc
     cur.execute(
         """
         INSERT INTO inventory_gpu (node_id, uuid, index, model, memory_total_mib, power_limit_w,
-                                   pci_bus_id, nvlink_bytes_per_s, mig_mode, first_seen, last_seen)
-        SELECT %s, u.uuid, u.idx, u.model, u.mem, u.power, u.pci, u.nvl, u.mig, %s, %s
+                                   pci_bus_id, nvlink_bytes_per_s, mig_mode, mig_profile,
+                                   mig_gi_id, mig_ci_id, mig_share, first_seen, last_seen)
+        SELECT %s, u.uuid, u.idx, u.model, u.mem, u.power, u.pci, u.nvl, u.mig, u.profile,
+               u.gi, u.ci, u.share, %s, %s
         FROM unnest(%s::text[], %s::int[], %s::text[], %s::int[], %s::float8[], %s::text[],
-                    %s::float8[], %s::bool[]) AS u(uuid, idx, model, mem, power, pci, nvl, mig)
+                    %s::float8[], %s::bool[], %s::text[], %s::int[], %s::int[], %s::float8[])
+             AS u(uuid, idx, model, mem, power, pci, nvl, mig, profile, gi, ci, share)
         ON CONFLICT (uuid) DO UPDATE SET
             node_id = EXCLUDED.node_id, index = EXCLUDED.index,
             model = COALESCE(NULLIF(EXCLUDED.model, ''), inventory_gpu.model),
@@ -639,7 +642,9 @@ def _upsert_gpus(cur, batch: Batch, node_id: int, cluster_id: int, seen_at, batc
             power_limit_w = COALESCE(EXCLUDED.power_limit_w, inventory_gpu.power_limit_w),
             pci_bus_id = COALESCE(NULLIF(EXCLUDED.pci_bus_id, ''), inventory_gpu.pci_bus_id),
             nvlink_bytes_per_s = EXCLUDED.nvlink_bytes_per_s,
-            mig_mode = EXCLUDED.mig_mode,
+            mig_mode = EXCLUDED.mig_mode, mig_profile = EXCLUDED.mig_profile,
+            mig_gi_id = EXCLUDED.mig_gi_id, mig_ci_id = EXCLUDED.mig_ci_id,
+            mig_share = EXCLUDED.mig_share,
             last_seen = GREATEST(inventory_gpu.last_seen, EXCLUDED.last_seen)
         -- A GPU inserted meanwhile by another cluster's batch (not locked above) stays put.
         WHERE (SELECT n.cluster_id FROM inventory_node n WHERE n.id = inventory_gpu.node_id)
@@ -651,10 +656,26 @@ def _upsert_gpus(cur, batch: Batch, node_id: int, cluster_id: int, seen_at, batc
             [x["uuid"] for x in g], [x["index"] for x in g], [x["model"] for x in g],
             [x["memory_total_mib"] for x in g], [x["power_limit_w"] for x in g],
             [x["pci_bus_id"] for x in g], [x["nvlink_bytes_per_s"] for x in g],
-            [x["mig_mode"] for x in g], cluster_id,
+            [x["mig_mode"] for x in g], [x.get("mig_profile", "") for x in g],
+            [x.get("mig_gi_id") for x in g], [x.get("mig_ci_id") for x in g],
+            [x.get("mig_share") for x in g], cluster_id,
         ),
     )
     by_uuid = dict(cur.fetchall())
+    instances = [(x["uuid"], x["parent_uuid"]) for x in g if x.get("parent_uuid")]
+    if instances:
+        # A MIG instance hangs under its parent GPU on the same node (sent in this batch
+        # or an earlier one); a parent not known yet is linked by a later batch.
+        cur.execute(
+            """
+            UPDATE inventory_gpu c SET parent_id = p.id
+            FROM unnest(%s::text[], %s::text[]) AS u(uuid, parent)
+            JOIN inventory_gpu p ON p.uuid = u.parent
+            WHERE c.uuid = u.uuid AND p.node_id = c.node_id
+              AND c.parent_id IS DISTINCT FROM p.id
+            """,
+            ([i[0] for i in instances], [i[1] for i in instances]),
+        )
     ids = GpuIds(refused=refused)
     moved = []
     for p in positions:

@@ -73,6 +73,15 @@ class Gpu(models.Model):
     pci_bus_id = models.CharField(max_length=32, blank=True)
     nvlink_bytes_per_s = models.FloatField(null=True, help_text="Total NVLink capacity, bytes/s")
     mig_mode = models.BooleanField(null=True)
+    # A MIG instance is a GPU of its own (its uuid is "MIG-..."), under its parent GPU.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="mig_instances")
+    mig_profile = models.CharField(max_length=32, blank=True, help_text="e.g. 1g.10gb")
+    mig_gi_id = models.PositiveSmallIntegerField(null=True, help_text="GPU instance id")
+    mig_ci_id = models.PositiveSmallIntegerField(null=True, help_text="Compute instance id")
+    mig_share = models.FloatField(
+        null=True, help_text="The instance's share of its GPU: its GPU-instance slices over "
+                             "the GPU's (job efficiency counts it as this much of a GPU)")
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
 
@@ -85,6 +94,18 @@ class Gpu(models.Model):
 
     def __str__(self):
         return f"{self.node.name}/gpu{self.index}"
+
+    @property
+    def label(self) -> str:
+        """'GPU 0', or for a MIG instance 'GPU 0 · MIG 1g.10gb (GI 3)'."""
+        return gpu_label(self.index, self.parent_id, self.mig_profile, self.mig_gi_id)
+
+
+def gpu_label(index: int, parent_id: int | None, profile: str, gi_id: int | None) -> str:
+    if parent_id is None:
+        return f"GPU {index}"
+    gi = f" (GI {gi_id})" if gi_id is not None else ""
+    return f"GPU {index} · MIG {profile or '?'}{gi}"
 
 
 class Nic(models.Model):

@@ -16,7 +16,7 @@ BANDED = ("util_pct", "sm_active_pct", "power_w", "sm_clock_mhz")
 
 def allocations(gpu, user, start, end) -> list[dict]:
     return [a for a in nodepage.allocations(gpu.node, user, start, end)
-            if a["gpu_index"] == gpu.index]
+            if a["gpu_id"] == gpu.id]
 
 
 def figures(gpu, allocs, start, end) -> tuple[dict, int]:

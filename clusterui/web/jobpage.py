@@ -107,8 +107,8 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
         return view
     start, end = view.range.start, view.range.end
     minimum = max((n.sample_interval_s or 1) for n in view.nodes)
-    labels = {g.id: (f"{g.node.name} · GPU {g.index}" if len(view.nodes) > 1
-                     else f"GPU {g.index}") for g in gpus}
+    labels = {g.id: (f"{g.node.name} · {g.label}" if len(view.nodes) > 1 else g.label)
+              for g in gpus}
     step = pick_step(start, end, minimum=minimum, max_points=points_per_series(len(gpus)))
     gs = gpu_series(list(labels), GPU_METRICS, start, end, step=step)
     view.step = gs.step

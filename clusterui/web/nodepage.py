@@ -3,6 +3,7 @@ the range, the jobs on it (scoped to what the viewer may see) and its charts."""
 
 from django.db.models import Q
 
+from clusterui.inventory.models import gpu_label
 from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import Job, JobGpu
 from clusterui.telemetry.series import gpu_series, nic_series, pick_step
@@ -21,15 +22,19 @@ def allocations(node, user, start, end) -> list[dict]:
         JobGpu.objects.filter(gpu__node=node, job__in=visible, first_seen__lt=end)
         .filter(Q(last_seen__gte=start) | Q(job__state=JobState.RUNNING))
         .values_list("job_id", "job__external_id", "job__user", "job__name", "job__state",
-                     "job__ended_at", "gpu__index", "first_seen", "last_seen")
+                     "job__ended_at", "gpu__index", "first_seen", "last_seen", "gpu_id",
+                     "gpu__parent_id", "gpu__mig_profile", "gpu__mig_gi_id")
         .order_by("first_seen")
     )
     out = []
-    for job_id, ext, user_name, name, state, ended_at, index, first, last in rows:
+    for (job_id, ext, user_name, name, state, ended_at, index, first, last, gpu_id, parent,
+         profile, gi) in rows:
         running = state == JobState.RUNNING and ended_at is None
+        # A MIG instance shares its GPU's index: it is named by its profile too.
+        gpu = str(index) if parent is None else gpu_label(index, parent, profile, gi)[4:]
         out.append({"job_id": job_id, "label": ext, "user": user_name, "name": name,
-                    "gpu_index": index, "start": first, "end": end if running else last,
-                    "running": running})
+                    "gpu_index": index, "gpu_id": gpu_id, "gpu_label": gpu, "start": first,
+                    "end": end if running else last, "running": running})
     return out
 
 
@@ -39,7 +44,7 @@ BANDED = ("util_pct", "sm_active_pct")
 
 def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
     """The node's charts and the bucket width they were read at."""
-    labels = {g.id: f"GPU {g.index}" for g in gpus}
+    labels = {g.id: g.label for g in gpus}
     minimum = node.sample_interval_s or 1
     step = pick_step(start, end, minimum=minimum, max_points=points_per_series(len(gpus)))
     gs = gpu_series(list(labels), GPU_METRICS, start, end, step=step)

@@ -51,9 +51,14 @@ def parse_slurmd_gres(text: str) -> list[str]:
         match = _GRES_LINE.search(line)
         if match and match.group(2) != "(null)":
             try:
-                files.extend(expand_files(match.group(2)))
+                line_files = expand_files(match.group(2))
             except ValueError:
                 return []  # a shape we do not know: claim nothing
+            if any("/nvidia-caps/" in f for f in line_files):
+                # A MIG device: its GPU's file and its two capability files, one Slurm GPU
+                # (gpu_nvml.c, ``_handle_mig``); named by position, see attribution/mig.py
+                line_files = line_files[:1]
+            files.extend(line_files)
     return files
 
 

@@ -20,10 +20,14 @@ METRICS = (
 class GpmReader:
     """One GPU's GPM state; ``read()`` returns {} until it has two samples."""
 
-    def __init__(self, nvml, probe, handle) -> None:
+    def __init__(self, nvml, probe, handle, gpu_instance_id: int | None = None) -> None:
+        """``handle`` is the GPU's; for a MIG instance it is the *parent's* handle and
+        ``gpu_instance_id`` its GPU instance: samples then come from
+        ``nvmlGpmMigSampleGet(parent, gpu_instance_id, sample)`` (nvml.h)."""
         self.nvml = nvml
         self.probe = probe
         self.handle = handle
+        self.gpu_instance_id = gpu_instance_id
         self.enabled = False
         self._prev = None
         self._next = None
@@ -49,7 +53,11 @@ class GpmReader:
     def read(self) -> dict[str, float]:
         if not self.enabled or not self.probe.supported("gpm"):
             return {}
-        got = self.probe.call("gpm", "nvmlGpmSampleGet", self.handle, self._next)
+        if self.gpu_instance_id is None:
+            got = self.probe.call("gpm", "nvmlGpmSampleGet", self.handle, self._next)
+        else:
+            got = self.probe.call("gpm", "nvmlGpmMigSampleGet", self.handle,
+                                  self.gpu_instance_id, self._next)
         if got is None:
             self._have_prev = False
             return {}

@@ -19,8 +19,30 @@ class GpuInfo:
     mig_enabled: bool | None
     # X of /dev/nvidiaX: ties the GPU to Slurm's index of it (not sent; see slurm_gpus)
     minor: int | None = None
+    # A MIG instance (collectors/gpu/mig.py): its parent GPU, profile, GPU and compute
+    # instance ids, and its GPU-instance slices out of the parent's (max MIG devices).
+    parent_uuid: str | None = None
+    mig_profile: str | None = None
+    mig_gi_id: int | None = None
+    mig_ci_id: int | None = None
+    mig_slices: int | None = None
+    mig_slices_total: int | None = None
 
     def as_dict(self) -> dict:
+        if self.parent_uuid is not None:
+            return {
+                "uuid": self.uuid,
+                "index": self.index,
+                "model": self.model,
+                "memory_total_mib": self.memory_total_mib,
+                "pci_bus_id": self.pci_bus_id,
+                "parent_uuid": self.parent_uuid,
+                "mig_profile": self.mig_profile,
+                "mig_gi_id": self.mig_gi_id,
+                "mig_ci_id": self.mig_ci_id,
+                "mig_slices": self.mig_slices,
+                "mig_slices_total": self.mig_slices_total,
+            }
         return {
             "uuid": self.uuid,
             "index": self.index,

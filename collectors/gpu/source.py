@@ -10,7 +10,8 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from collectors.gpu import fields
+from collectors.attribution.mps import mps_client_pids
+from collectors.gpu import fields, mig
 from collectors.gpu.errors import GpuLost, NvmlGone, Probe
 from collectors.gpu.gpm import GpmReader
 from collectors.gpu.health import HealthReader
@@ -24,6 +25,9 @@ NVML_TEMPERATURE_GPU = 0
 NVML_CLOCK_SM = 1
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 300.0
+# How often a MIG-enabled GPU's instances are listed again: an administrator may create or
+# destroy instances without a driver reload, and NVML's MIG handles then change.
+MIG_REFRESH_S = 60.0
 
 METRICS = (
     "util_pct", "mem_util_pct", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz",
@@ -49,6 +53,8 @@ class _Gpu:
     gpm: GpmReader
     lost: bool = False
     health: HealthReader | None = None
+    mig_slot: int | None = None  # a MIG instance: its slot under the parent
+    parent: _Gpu | None = None  # a MIG instance: its parent GPU
 
 
 class GpuSource:
@@ -64,6 +70,8 @@ class GpuSource:
         self._backoff = BACKOFF_FIRST_S
         self._retry_at = 0.0
         self._initialised = False
+        self._mig_at = 0.0
+        self._mig_parents: set[str] = set()  # GPUs whose MIG instances are listed
         self._start()
 
     # -- lifecycle ------------------------------------------------------------------
@@ -110,9 +118,38 @@ class GpuSource:
                 self._event(uuid, "gpu_lost", message="GPU is lost")
                 continue
             gpus.append(_Gpu(info, handle, probe, gpm, health=HealthReader(nvml, probe, handle)))
-        self._gpus = gpus
+        self._gpus = []  # fresh handles after a (re-)init: no MIG state is kept
+        self._gpus = self._with_mig(gpus)
         self._rates = CounterRates()
         self._xid = XidWatcher(nvml, {g.info.uuid: g.handle for g in gpus}, self._on_xid)
+
+    def _with_mig(self, gpus: list[_Gpu]) -> list[_Gpu]:
+        """The physical GPUs, each MIG-enabled one followed by its MIG instances (kept
+        from the last listing when the same instance is found again)."""
+        known = {g.info.uuid: g for g in self._gpus if g.parent is not None}
+        out = []
+        for gpu in gpus:
+            out.append(gpu)
+            if gpu.parent is not None or not gpu.info.mig_enabled or gpu.lost:
+                continue
+            for dev in mig.discover(self.nvml, gpu.info, gpu.handle, gpu.probe):
+                kept = known.pop(dev.info.uuid, None)
+                if kept is not None and kept.info == dev.info and kept.parent is gpu:
+                    kept.handle = dev.handle  # NVML may hand out a new handle: the UUID is it
+                    out.append(kept)
+                    continue
+                if kept is not None and kept.gpm.enabled:
+                    kept.gpm.close()
+                probe = Probe(self.nvml, f"GPU {gpu.info.index} MIG {dev.slot} ({dev.info.uuid})")
+                gpm = GpmReader(self.nvml, probe, gpu.handle, dev.info.mig_gi_id) \
+                    if gpu.gpm.enabled and dev.info.mig_gi_id is not None else GpmReader.disabled()
+                out.append(_Gpu(dev.info, dev.handle, probe, gpm, mig_slot=dev.slot, parent=gpu))
+        for gone in known.values():
+            if gone.gpm.enabled:
+                gone.gpm.close()
+        self._mig_at = self.clock() + MIG_REFRESH_S
+        self._mig_parents = {g.parent.info.uuid for g in out if g.parent is not None}
+        return out
 
     def _stop_watchers(self) -> None:
         if self._xid is not None:
@@ -160,6 +197,8 @@ class GpuSource:
                 return []
         readings = []
         try:
+            if self.clock() >= self._mig_at and any(g.info.mig_enabled for g in self._gpus):
+                self._gpus = self._with_mig([g for g in self._gpus if g.parent is None])
             for gpu in self._gpus:
                 readings.append(self._sample_gpu(gpu, ts))
         except NvmlGone as exc:
@@ -170,8 +209,14 @@ class GpuSource:
     def _sample_gpu(self, gpu: _Gpu, ts: float) -> GpuReading:
         reading = GpuReading(gpu.info.uuid)
         try:
-            reading.values = self._read_values(gpu, ts)
-            reading.pids = self._read_pids(gpu)
+            if gpu.parent is not None:
+                reading.values = self._read_mig_values(gpu)
+            else:
+                reading.values = self._read_values(gpu, ts)
+            # A MIG-enabled GPU's own process list is the sum of its instances' (NVML):
+            # its processes are attributed through the instances, never twice (where no
+            # instance could be listed, the GPU's own list is all there is).
+            reading.pids = [] if gpu.info.uuid in self._mig_parents else self._read_pids(gpu)
             if gpu.health is not None:
                 reading.health = gpu.health.read(ts)
         except GpuLost as exc:
@@ -212,6 +257,21 @@ class GpuSource:
             values[name + "_bytes_per_s"] = rate
         return {k: v for k, v in values.items() if v is not None}
 
+    def _read_mig_values(self, gpu: _Gpu) -> dict:
+        """A MIG instance's own readings: memory always, utilization where NVML gives it
+        (it says NOT_SUPPORTED on MIG, and null is sent), GPM activity of its GPU instance
+        where the parent has GPM. Power, clocks, temperature and link counters are the
+        parent's, sent on the parent's rows."""
+        p, h = gpu.probe, gpu.handle
+        values: dict = {}
+        util = p.call("utilization", "nvmlDeviceGetUtilizationRates", h)
+        if util is not None:
+            values["util_pct"] = float(util.gpu)
+            values["mem_util_pct"] = float(util.memory)
+        values["mem_used_mib"] = self._mem_used_mib(p, h)
+        values.update(gpu.gpm.read() if gpu.gpm.enabled else {})
+        return {k: v for k, v in values.items() if v is not None}
+
     def _mem_used_mib(self, p: Probe, h) -> int | None:
         # v2 'used' is allocated memory only; v1 also counts reserved memory. Fall back to
         # v1 only when v2 can never answer, so one GPU's series never mixes the two.
@@ -237,4 +297,8 @@ class GpuSource:
             procs = p.call("processes", "nvmlDeviceGetComputeRunningProcesses", gpu.handle)
         if procs is None and not p.supported("processes"):
             procs = p.call("processes_v2", "nvmlDeviceGetComputeRunningProcesses_v2", gpu.handle)
-        return sorted({int(proc.pid) for proc in procs or ()})
+        pids = {int(proc.pid) for proc in procs or ()}
+        # MPS: the compute list holds the MPS server; its clients (the job's processes,
+        # in the job's cgroup) are listed here (collectors/attribution/mps.py).
+        pids |= mps_client_pids(p, gpu.handle)
+        return sorted(pids)

@@ -37,6 +37,7 @@ from collectors.sim.scenarios import (
     XID_PERIOD,
     Scenario,
 )
+from collectors.sim.sharing import SimMigNVML
 from collectors.sim.signals import mix
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class ClusterSim:
         flush: float | None = None,
         a100_nodes: int | None = None,
         k8s_nodes: int | None = None,
+        mig_nodes: int = 0,
     ) -> None:
         from collectors.agent import Agent
 
@@ -167,7 +169,10 @@ class ClusterSim:
         self._initial_jobs()
         for node in self.nodes:
             node.advance(self.start)
-        self.nvmls = [SimNVML(node) for node in self.nodes]
+        # The first ``mig_nodes`` nodes (H100, Slurm) show their GPUs as 1g.10gb MIG
+        # instances of a MIG-enabled H100 (collectors/sim/sharing.py); none by default.
+        self.nvmls = [SimMigNVML(node) if i < mig_nodes and node.model is H100_SXM
+                      else SimNVML(node) for i, node in enumerate(self.nodes)]
         self.agents = [
             Agent(
                 node.collector_config(
@@ -391,6 +396,8 @@ def _parse_args(argv):
     p.add_argument("--stdout", action="store_true", help="print batches as JSON lines")
     p.add_argument("--report", default=None,
                    help="at exit, write what was produced per node to this JSON file")
+    p.add_argument("--mig-nodes", type=int, default=0,
+                   help="nodes whose GPUs are MIG instances (1g.10gb) of MIG-enabled H100s")
     p.add_argument("--no-fabric-faults", action="store_true",
                    help="do not degrade two simulated fabric links (on by default)")
     p.add_argument("--log-level", default="WARNING")
@@ -476,6 +483,7 @@ def main(argv=None) -> int:
         cluster=args.cluster,
         interval=args.interval,
         flush=args.flush,
+        mig_nodes=args.mig_nodes,
     )
     faults = [] if args.no_fabric_faults else sim.add_fabric_faults(launched)
     out = _Output(args, [n.name for n in sim.nodes])

@@ -371,6 +371,14 @@ class SimNVML:
     nvmlDeviceGetComputeRunningProcesses_v2 = nvmlDeviceGetComputeRunningProcesses
     nvmlDeviceGetComputeRunningProcesses_v3 = nvmlDeviceGetComputeRunningProcesses
 
+    def nvmlDeviceGetMPSComputeRunningProcesses(self, handle):
+        """No MPS server on a plain simulated GPU: NVML's empty list (``sharing.py`` has
+        MPS clients)."""
+        self._dev(handle)
+        return []
+
+    nvmlDeviceGetMPSComputeRunningProcesses_v3 = nvmlDeviceGetMPSComputeRunningProcesses
+
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
         self._dev(handle)
         return []

@@ -314,3 +314,18 @@ def test_correlation_from_sums_matches_numpy():
         total.add(h)
     assert total.r(30) == pytest.approx(np.corrcoef(x, y)[0, 1])
     assert Correlation(500, 5000.0, 100.0, 50000.0, 20.0, 1000.0).r(30) is None  # y flat
+
+
+
+@pytest.mark.parametrize("others", [[], [90.0]], ids=["all MIG", "beside a working GPU"])
+def test_a_mig_instance_with_null_utilization_is_not_idle(others):
+    # A MIG instance without GPM has no busy figure at all (NVML: no utilization on MIG):
+    # an hour of nulls must not read as an idle GPU or a low-utilization job.
+    working = [gpu(5 + i, util=u, sm=u) for i, u in enumerate(others)]
+    w = window([gpu(i, util=None, sm=None) for i in range(2)] + working)
+    assert idle_gpu.detect(w, T) is None
+    assert low_utilization.detect(w, T) is None
+    # The control: the same two reading 0 % are flagged.
+    zero = window([gpu(i, util=0.0, sm=0.0) for i in range(2)] + working)
+    flagged = idle_gpu.detect(zero, T) if others else low_utilization.detect(zero, T)
+    assert flagged is not None

@@ -44,6 +44,7 @@ class GpuSerializer(serializers.ModelSerializer):
         model = Gpu
         fields = ["id", "uuid", "node", "node_id", "index", "model", "memory_total_mib",
                   "power_limit_w", "pci_bus_id", "nvlink_bytes_per_s", "mig_mode",
+                  "parent_id", "mig_profile", "mig_gi_id", "mig_ci_id", "mig_share",
                   "first_seen", "last_seen", "latest"]
 
     @extend_schema_field(GpuLatestSerializer(allow_null=True))

@@ -196,7 +196,9 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
     by_job: dict[int, list[dict]] = {}
     for a in allocations:
         by_job.setdefault(a["job_id"], []).append(a)
-    rows = sorted({a["gpu_index"] for a in allocations})
+    # A row per GPU; a MIG instance (it shares its GPU's index) is a row of its own.
+    rows = [f"GPU {label}" for _, label in sorted(
+        {(a["gpu_index"], a.get("gpu_label", str(a["gpu_index"]))) for a in allocations})]
     traces = []
     ordered = sorted(by_job.items(), key=lambda kv: min(a["start"] for a in kv[1]))
     for i, (job_id, items) in enumerate(ordered):
@@ -207,7 +209,7 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
                 continue
             bases.append(local_time(s))
             lengths.append((e - s).total_seconds() * 1000)
-            ys.append(f"GPU {a['gpu_index']}")
+            ys.append(f"GPU {a.get('gpu_label', a['gpu_index'])}")
             until = "running" if a["running"] else local_time(a["end"])[:16]
             # Names come from the scheduler: escaped, as Plotly reads tags in its texts.
             hover.append(f"<b>job {escape(a['label'])}</b> · {escape(a['user'])}<br>"
@@ -227,7 +229,7 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
         return None
     base = layout(height=max(150, 34 * len(rows) + 60), show_legend=False, barmode="overlay",
                   bargap=0.25, hovermode="closest",
-                  yaxis={"categoryorder": "array", "categoryarray": [f"GPU {g}" for g in rows],
+                  yaxis={"categoryorder": "array", "categoryarray": rows,
                          "autorange": "reversed", "gridcolor": "rgba(0,0,0,0)",
                          "tickfont": {"color": MUTED}})
     base["xaxis"] = {**base["xaxis"], "range": [local_time(start), local_time(end)]}

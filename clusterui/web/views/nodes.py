@@ -3,6 +3,7 @@
 import datetime as dt
 
 from django.conf import settings
+from django.db.models import F
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
@@ -24,7 +25,9 @@ def node_detail(request, pk):
     node = get_object_or_404(Node.objects.select_related("cluster"), pk=pk)
     now = timezone.now()
     tr, range_error = timerange.parse_or_default(request.GET, default="1h", now=now)
-    gpus = list(node.gpus.select_related("latest").order_by("index"))
+    # Each MIG instance right under its GPU (they share its index)
+    gpus = list(node.gpus.select_related("latest").order_by(
+        "index", F("parent_id").asc(nulls_first=True), "mig_gi_id", "mig_ci_id", "uuid"))
     nics = list(node.nics.select_related("latest").order_by("name"))
     allocs = nodepage.allocations(node, request.user, tr.start, tr.end)
     figures, step = nodepage.figures(node, gpus, nics, allocs, tr.start, tr.end)
@@ -32,7 +35,7 @@ def node_detail(request, pk):
     jobs = {}
     for a in allocs:
         job = jobs.setdefault(a["job_id"], {**a, "gpus": []})
-        job["gpus"].append(a["gpu_index"])
+        job["gpus"].append(a["gpu_label"])
     silent = now - node.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
     context = {
         "node": node,

@@ -94,3 +94,20 @@ def test_command_backfills_and_prints_batches(tmp_path):
     assert all(b["agent"]["simulated"] for b in batches)
     assert "SIMULATED" in done.stderr
     assert len(done.stderr.splitlines()) <= 3
+
+
+def test_mig_nodes_run_their_jobs_on_mig_instances(tmp_path):
+    sim = ClusterSim(nodes=2, seed=1, start=T0, root_dir=str(tmp_path / "mig"), interval=10,
+                     a100_nodes=0, k8s_nodes=0, mig_nodes=1)  # fmt: skip
+    try:
+        for k in range(4):
+            sim.step(T0 + k * 10)
+        mig, plain = sim.flush()
+    finally:
+        sim.close()
+    instances = [g for g in mig["gpus"] if "parent_uuid" in g]
+    assert len(instances) == 8 and {g["mig_profile"] for g in instances} == {"1g.10gb"}
+    assert len(mig["gpus"]) == 8 + 2  # two MIG-enabled H100s: 7 instances and 1
+    on_instances = {g for j in mig["jobs"] for g in j["gpus"]}
+    assert on_instances and all("parent_uuid" in mig["gpus"][g] for g in on_instances)
+    assert not any("parent_uuid" in g for g in plain["gpus"]) and len(plain["gpus"]) == 8
