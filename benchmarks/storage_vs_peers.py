@@ -229,7 +229,9 @@ def main() -> int:
     n_batches, ingest_s = ingest(w)
     close_stale_jobs(timezone.now() + dt.timedelta(seconds=settings.JOB_STALE_AFTER_S + 1))
     after_ingest = table_sizes(url)
+    began = time.perf_counter()
     result = compaction.compact(timezone.now(), budget_s=10**9)
+    compact_s = time.perf_counter() - began
     if result.rows != w.samples or result.held_back:
         print(f"compaction did not pack every sample: {result}")
         return 1
@@ -282,6 +284,10 @@ def main() -> int:
     print(f"  {'store':58} {'B/GPU-sample':>12}  read back")
     for label, size, how in sorted(rows, key=lambda r: r[1]):
         print(f"  {label:58} {size / per:12.1f}  {how}")
+    for p in peers:
+        if "extra" in p:
+            print(f"  {p['label']}: " + ", ".join(
+                f"{name} {size / per:.1f}" for name, size in p["extra"]["parts"].items()))
     print()
     print("exactness, ClusterUI (every value through packed.raw_samples against what went in)")
     for c in checks:
@@ -301,12 +307,14 @@ def main() -> int:
     print("ingest, GPU samples per second into each store (this run, this machine)")
     print(f"  ClusterUI bulk consumer, {n_batches:,} node batches via Redis, one process "
           f"(its start included): {w.samples / ingest_s:10,.0f}  ({ingest_s:.1f} s)")
+    print(f"  ClusterUI compaction (hot rows into chunks and rollups, one run): "
+          f"{w.samples / compact_s:10,.0f}  ({compact_s:.1f} s)")
     for p in peers:
         if "seconds" in p:
             blocks = p["extra"].get("blocks")
             print(f"  {p['label']}: {w.samples / p['seconds']:10,.0f}  "
                   f"({p['seconds']:.1f} s" + (f", {blocks} blocks)" if blocks else ")"))
-            print(f"    ClusterUI / this peer: {p['seconds'] / ingest_s:.2f}")
+            print(f"    ClusterUI's speed / this peer's: {p['seconds'] / ingest_s:.2f}")
     print(f"load average after: {load_average()}")
     import psycopg
     from django.db import connections

@@ -35,7 +35,7 @@ def version() -> str:
 
 def build(w, work: Path) -> dict:
     """Write the OpenMetrics text, make the blocks; returns {bytes, blocks, seconds,
-    samples, block_files}."""
+    samples, dir, parts: bytes by kind of file}."""
     text = work / "samples.om"
     samples = write(w, text, openmetrics=True)
     out = work / "prometheus"
@@ -45,8 +45,12 @@ def build(w, work: Path) -> dict:
     seconds = time.perf_counter() - began
     text.unlink()
     blocks = [p for p in out.iterdir() if p.is_dir()]
-    return {"bytes": dir_bytes(out), "blocks": len(blocks), "seconds": seconds,
-            "samples": samples, "dir": out}
+    chunks = sum(dir_bytes(b / "chunks") for b in blocks)
+    index = sum((b / "index").stat().st_size for b in blocks)
+    total = dir_bytes(out)
+    return {"bytes": total, "blocks": len(blocks), "seconds": seconds, "samples": samples,
+            "dir": out, "parts": {"chunks": chunks, "index": index,
+                                  "meta and tombstones": total - chunks - index}}
 
 
 def read_back(out: Path) -> ReadBack:

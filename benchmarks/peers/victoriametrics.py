@@ -84,7 +84,7 @@ def _active_force_merges(url: str) -> float:
 
 def build(w, work: Path) -> dict:
     """Import, flush, force-merge, stop; returns {bytes, seconds (import + flush),
-    samples, dir}."""
+    samples, dir, parts: bytes of data and indexdb}."""
     text = work / "samples.prom"
     samples = write(w, text, openmetrics=False)
     storage = work / "victoria-metrics"
@@ -103,8 +103,9 @@ def build(w, work: Path) -> dict:
         while _active_force_merges(url):
             time.sleep(0.5)
     text.unlink()
-    size = sum(dir_bytes(storage / d) for d in MEASURED)
-    return {"bytes": size, "seconds": seconds, "samples": samples, "dir": storage}
+    parts = {d: dir_bytes(storage / d) for d in MEASURED}
+    return {"bytes": sum(parts.values()), "seconds": seconds, "samples": samples,
+            "dir": storage, "parts": parts}
 
 
 def read_back(storage: Path) -> ReadBack:
