@@ -171,10 +171,16 @@ def run_peers(w, work: Path) -> list[dict]:
         if not os.path.exists(binary):
             rows.append({"label": label.format(v="?"), "missing": f"{binary} not installed"})
             continue
-        built = module.build(w, work)
-        checks = exposition.check(w, module.read_back(built["dir"]))
-        rows.append({"label": label.format(v=module.version()), "bytes": built["bytes"],
-                     "seconds": built["seconds"], "check": exposition.summary(checks),
+        name = label.format(v=module.version())
+        try:
+            built = module.build(w, work)
+            checks = exposition.check(w, module.read_back(built["dir"]))
+        except (OSError, RuntimeError, ValueError, subprocess.CalledProcessError) as exc:
+            # One peer failing (a port, a disk, a changed output format) loses only its row.
+            rows.append({"label": name, "missing": f"failed: {exc}"})
+            continue
+        rows.append({"label": name, "bytes": built["bytes"], "seconds": built["seconds"],
+                     "check": exposition.summary(checks),
                      "exact": all(c.exact for c in checks), "extra": built})
     return rows
 
@@ -273,11 +279,7 @@ def main() -> int:
              sum(after_vacuum.values()), "(the packed tier's samples, + rollups)"),
             ("ClusterUI all telemetry tables, compacted, not vacuumed",
              sum(after_compaction.values()), "(the same, before the vacuum task)")]
-    for p in peers:
-        if "missing" in p:
-            print(f"  {p['label']}: not measured ({p['missing']})")
-        else:
-            rows.append((p["label"], p["bytes"], p["check"]))
+    rows += [(p["label"], p["bytes"], p["check"]) for p in peers if "bytes" in p]
     print()
     print(f"storage side by side, the same {w.samples:,} GPU samples "
           f"({w.gpus} GPUs x {args.hours:g} h at {args.interval:g} s, 15 values each)")
@@ -288,6 +290,8 @@ def main() -> int:
         if "extra" in p:
             print(f"  {p['label']}: " + ", ".join(
                 f"{name} {size / per:.1f}" for name, size in p["extra"]["parts"].items()))
+        else:
+            print(f"  {p['label']}: not measured ({p['missing']})")
     print()
     print("exactness, ClusterUI (every value through packed.raw_samples against what went in)")
     for c in checks:
@@ -316,14 +320,21 @@ def main() -> int:
                   f"({p['seconds']:.1f} s" + (f", {blocks} blocks)" if blocks else ")"))
             print(f"    ClusterUI's speed / this peer's: {p['seconds'] / ingest_s:.2f}")
     print(f"load average after: {load_average()}")
-    import psycopg
     from django.db import connections
 
     connections.close_all()
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
     return 0 if clusterui_ok else 1
 
 
+def drop_database() -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    finally:
+        drop_database()

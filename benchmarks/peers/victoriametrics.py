@@ -56,8 +56,10 @@ def running(storage: Path):
                         break
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"victoria-metrics exited {proc.returncode}: see "
-                                       f"{storage.parent / 'victoria-metrics.log'}") from None
+                    log.flush()
+                    said = (storage.parent / "victoria-metrics.log").read_text()[-300:].strip()
+                    raise RuntimeError(f"victoria-metrics exited {proc.returncode}"
+                                       + (f": {said}" if said else "")) from None
                 time.sleep(0.1)
         yield url
     finally:
