@@ -2,6 +2,8 @@
 """``make bench``: every ``benchmarks/*.py`` in turn, then the detectors' scenario report.
 
 Each benchmark prints its own figures (and uses its own scratch database where it needs one;
+``storage_vs_peers`` also installs Debian's prometheus and victoria-metrics where missing, and
+its helpers live in ``benchmarks/peers/``, a package, so they are not run here;
 ``ingest_health`` keeps its 10-million-row ingest log, ``<database>_ingest_health``, and
 reuses it for a few hours).
 The scenario report (``manage.py scenario_report``) runs against a scratch database too,

@@ -355,6 +355,8 @@ CHROMIUM = "/usr/bin/chromium"
 SYSTEMD_ANALYZE = "/usr/bin/systemd-analyze"
 CADDY = "/usr/bin/caddy"
 PROMETHEUS = "/usr/bin/prometheus"
+PROMTOOL = "/usr/bin/promtool"
+VICTORIA_METRICS = "/usr/bin/victoria-metrics"
 SLAPD = "/usr/sbin/slapd"
 SLAPADD = "/usr/sbin/slapadd"
 
@@ -390,6 +392,14 @@ def ensure_caddy(args=None) -> None:
 def ensure_prometheus(args=None) -> None:
     """tests/prometheus has Debian's prometheus scrape /metrics of a live server."""
     _apt_install("prometheus", PROMETHEUS, "the Prometheus scrape test")
+
+
+def ensure_peer_stores(args=None) -> None:
+    """benchmarks/storage_vs_peers.py builds Prometheus' TSDB (promtool comes with Debian's
+    prometheus) and VictoriaMetrics (Debian's victoria-metrics) from its samples."""
+    _apt_install("prometheus", PROMTOOL, "the storage comparison with Prometheus")
+    _apt_install("victoria-metrics", VICTORIA_METRICS,
+                 "the storage comparison with VictoriaMetrics")
 
 
 def ensure_slapd(args=None) -> None:

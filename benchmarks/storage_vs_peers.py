@@ -1,0 +1,340 @@
+#!/usr/bin/env python
+"""Storage side by side: ClusterUI, Prometheus' TSDB and VictoriaMetrics, from the same
+GPU samples, each read back and checked for exactness.
+
+1. A realistic, simulated mix of GPUs (``benchmarks/peers/workload.py``: busy, idle, spiky
+   and communication-bound nodes, noisy floats at the collector's own resolution; numpy,
+   seeded), 100 GPUs x 12 h at 10 s by default: 432,000 GPU samples of 15 values.
+2. ClusterUI: contract-1 batches (one per node and 10 s tick, as the collector sends them)
+   are queued in Redis and stored by the bulk consumer (``manage.py ingest_worker
+   --exit-when-empty``) into a scratch database; then the product's own compaction
+   (``compaction.compact``, as beat runs it) and its vacuum task
+   (``clusterui.telemetry.vacuum``: it vacuums the tables due only where PostgreSQL's
+   autovacuum is off; whether it is on is printed), never a manual VACUUM. Every
+   ``telemetry_*`` relation is measured (``pg_total_relation_size``: heap, TOAST, indexes,
+   each partition summed into its table), so a new or repacked table is counted without a
+   change here. Every value is read back through ``packed.raw_samples`` and compared with
+   what went in: bit for bit, or within the metric's stated step (``codec.PRECISION``).
+3. Prometheus (Debian's 2.42): the same samples as OpenMetrics text, blocks by ``promtool
+   tsdb create-blocks-from openmetrics``, the block directory measured, read back with
+   ``promtool tsdb dump``.
+4. VictoriaMetrics (Debian's 1.79): started on a scratch directory, the same samples
+   imported (``/api/v1/import/prometheus``), flushed and force-merged, stopped, its
+   ``data`` and ``indexdb`` measured, read back with ``/api/v1/export``.
+
+The peers are installed with apt-get where missing and possible (``scripts/devstack.py``);
+where not, their rows say so and ClusterUI's figures still print. Ingest speeds (GPU
+samples per second into each store, this run, this machine) are printed too; the machine
+may be shared, so compare them within one run. Exit status 1 when ClusterUI reads back
+anything but what went in.
+
+    python benchmarks/storage_vs_peers.py [--small] [--nodes 25] [--gpus-per-node 4]
+                                          [--hours 12] [--no-peers]
+
+It uses its own database (``clusterui_bench_peers``, or ``STORAGE_PEERS_BENCH_DB``) and
+Redis database 10 (``STORAGE_PEERS_BENCH_REDIS_DB``), both emptied first.
+"""
+
+import argparse
+import datetime as dt
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BASE_DB = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui")
+DB_NAME = os.environ.get("STORAGE_PEERS_BENCH_DB", "clusterui_bench_peers")
+DB = BASE_DB.rsplit("/", 1)[0] + "/" + DB_NAME
+BROKER = (os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[0]
+          + "/" + os.environ.get("STORAGE_PEERS_BENCH_REDIS_DB", "10"))
+ADMIN = BASE_DB.rsplit("/", 1)[0].replace("postgres://", "postgresql://", 1) + "/postgres"
+
+# Every telemetry relation with storage (tables, partitions, materialised views), summed
+# into its partitioned root: heap, TOAST and indexes (pg_total_relation_size).
+_SIZES_SQL = r"""
+SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text,
+       sum(pg_total_relation_size(c.oid))::bigint, count(*)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'm')
+  AND c.relname LIKE 'telemetry\_%'
+GROUP BY 1 ORDER BY 2 DESC
+"""
+
+
+def table_sizes(url: str) -> dict[str, int]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {name: size for name, size, _ in conn.execute(_SIZES_SQL).fetchall()}
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def fresh_database() -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB_NAME}")
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT,
+                   env=os.environ, check=True)
+
+
+def ingest(w) -> tuple[int, float]:
+    """Queue every batch, then drain the queue with one bulk consumer process; returns
+    (batches, seconds the consumer ran, its start included)."""
+    import redis
+
+    from benchmarks.peers.workload import batches
+    from clusterui.celery import app
+
+    redis.Redis.from_url(BROKER).flushdb()
+    from django.conf import settings
+
+    count = 0
+    with app.producer_or_acquire() as producer:
+        for batch in batches(w):
+            app.send_task("clusterui.ingest", args=[batch], queue=settings.INGEST_QUEUE,
+                          producer=producer)
+            count += 1
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "manage.py", "ingest_worker", "--exit-when-empty"],
+                   cwd=ROOT, env=os.environ, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return count, time.perf_counter() - began
+
+
+def clusterui_read_back(w):
+    """Every sample through ``packed.raw_samples``: (ReadBack, samples whose job differs)."""
+    import numpy as np
+
+    from clusterui.inventory.models import Gpu
+    from clusterui.jobs.models import Job
+    from clusterui.telemetry import packed
+    from clusterui.telemetry.metrics import GPU_METRIC_NAMES
+
+    gpus = {g.id: (g.node.name, str(g.index)) for g in Gpu.objects.select_related("node")}
+    jobs = dict(Job.objects.values_list("external_id", "id"))
+    start = packed.ms_to_dt(int(w.ts_ms.min()))
+    end = packed.ms_to_dt(int(w.ts_ms.max()) + 1)
+    parts: dict = {}
+    for gpu_id, block in packed.raw_samples(list(gpus), start, end):
+        parts.setdefault(gpus[gpu_id], []).append(block)
+    got = {m: {} for m in GPU_METRIC_NAMES}
+    wrong_job = 0
+    names = {w.node_name(i): i for i in range(w.nodes)}
+    for key, blocks in parts.items():
+        ts = np.concatenate([b.ts for b in blocks])
+        job = np.concatenate([b.job for b in blocks])
+        node = names.get(key[0])
+        want = 0 if node is None or w.job_id(node) is None else jobs[w.job_id(node)]
+        wrong_job += int((job != want).sum())
+        for m in GPU_METRIC_NAMES:
+            null = np.concatenate([b.nulls[m] for b in blocks])
+            v = np.concatenate([b.values[m] for b in blocks]).astype(np.float64)
+            got[m][key] = (ts[~null], v[~null])
+    return got, wrong_job
+
+
+def stated_steps() -> dict[str, float]:
+    """Half the codec's step for each quantised metric: the most its rounding may move a
+    value that is finer than the step (none of the workload's is)."""
+    from clusterui.telemetry import codec
+
+    return {m: 0.5 / scale for m, (kind, scale) in codec.PRECISION.items() if kind == "scale"}
+
+
+def run_peers(w, work: Path) -> list[dict]:
+    """Each peer's row: label, bytes, seconds, read-back summary, ok; or why it is missing."""
+    from benchmarks.peers import exposition, prometheus, victoriametrics
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import devstack
+
+    try:
+        devstack.ensure_peer_stores()
+    except SystemExit as exc:
+        print(f"peers not measured: {exc}")
+    rows = []
+    for label, module, binary in (
+            ("Prometheus {v} TSDB blocks (promtool create-blocks)", prometheus,
+             prometheus.PROMTOOL),
+            ("VictoriaMetrics {v} after force merge", victoriametrics,
+             victoriametrics.BINARY)):
+        if not os.path.exists(binary):
+            rows.append({"label": label.format(v="?"), "missing": f"{binary} not installed"})
+            continue
+        name = label.format(v=module.version())
+        try:
+            built = module.build(w, work)
+            checks = exposition.check(w, module.read_back(built["dir"]))
+        except (OSError, RuntimeError, ValueError, subprocess.CalledProcessError) as exc:
+            # One peer failing (a port, a disk, a changed output format) loses only its row.
+            rows.append({"label": name, "missing": f"failed: {exc}"})
+            continue
+        rows.append({"label": name, "bytes": built["bytes"], "seconds": built["seconds"],
+                     "check": exposition.summary(checks),
+                     "exact": all(c.exact for c in checks), "extra": built})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=25)
+    parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument("--hours", type=float, default=12.0)
+    parser.add_argument("--interval", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--small", action="store_true",
+                        help="a quick run: 4 nodes x 2 GPUs x 2 h (5,760 GPU samples)")
+    parser.add_argument("--no-peers", action="store_true", help="ClusterUI only")
+    args = parser.parse_args()
+    if args.small:
+        args.nodes, args.gpus_per_node, args.hours = 4, 2, 2.0
+    os.environ.update(DATABASE_URL=DB, CELERY_BROKER_URL=BROKER, DEBUG="1",
+                      DJANGO_SETTINGS_MODULE="clusterui.settings", LOG_LEVEL="WARNING")
+    load_before = load_average()
+    fresh_database()
+    import django
+
+    django.setup()
+    logging.getLogger("clusterui").setLevel(logging.WARNING)
+    from django.conf import settings
+    from django.utils import timezone
+
+    from benchmarks.peers import exposition
+    from benchmarks.peers.workload import generate
+    from clusterui.jobs.tasks import close_stale_jobs
+    from clusterui.telemetry import compaction, vacuum
+    from clusterui.telemetry.metrics import GPU_CHUNK_TABLE
+
+    # The window ends at midnight two days ago: every hour of it is closed, inside the raw
+    # retention, and its jobs end before the detectors' final lookback (nothing holds
+    # compaction back).
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    end = today - dt.timedelta(days=2)
+    start = end - dt.timedelta(hours=args.hours)
+    w = generate(args.nodes, args.gpus_per_node, args.hours, args.interval,
+                 round(start.timestamp() * 1000), seed=args.seed)
+    url = DB.replace("postgres://", "postgresql://", 1)
+    print(f"simulated workload: {w.nodes} nodes x {w.gpus_per_node} GPUs = {w.gpus} GPUs "
+          f"({', '.join(f'{w.profiles.count(p)} {p}' for p in dict.fromkeys(w.profiles))} "
+          f"nodes), {args.hours:g} h at {args.interval:g} s: {w.samples:,} GPU samples of "
+          f"15 values, seed {args.seed}")
+    print(f"load average before: {load_before} (this machine may be shared: figures of "
+          "speed vary with it, sizes do not)")
+
+    n_batches, ingest_s = ingest(w)
+    close_stale_jobs(timezone.now() + dt.timedelta(seconds=settings.JOB_STALE_AFTER_S + 1))
+    after_ingest = table_sizes(url)
+    began = time.perf_counter()
+    result = compaction.compact(timezone.now(), budget_s=10**9)
+    compact_s = time.perf_counter() - began
+    if result.rows != w.samples or result.held_back:
+        print(f"compaction did not pack every sample: {result}")
+        return 1
+    after_compaction = table_sizes(url)
+    # The beat task's work (``telemetry.tasks.vacuum_tables``), as it runs after compaction.
+    vacuumed = vacuum.vacuum_due(budget_s=settings.CELERY_TASK_TIME_LIMIT * 0.5)
+    after_vacuum = table_sizes(url)
+    got, wrong_job = clusterui_read_back(w)
+    checks = exposition.check(w, got, stated_steps())
+    clusterui_ok = all(c.ok for c in checks) and not wrong_job
+
+    peers = []
+    if not args.no_peers:
+        with tempfile.TemporaryDirectory(prefix="clusterui-peers-") as work:
+            peers = run_peers(w, Path(work))
+
+    per = w.samples
+    print()
+    print("ClusterUI, every telemetry_* table (heap + TOAST + indexes, partitions summed), "
+          "bytes per GPU sample")
+    if vacuumed.skipped_autovacuum_on:
+        print("  autovacuum is on: the vacuum task leaves the tables to PostgreSQL")
+    else:
+        print(f"  autovacuum is off: the vacuum task vacuumed {len(vacuumed.tables)} tables "
+              f"({sum(d for _, d in vacuumed.tables):,} dead rows)")
+    print(f"  {'table':28} {'after ingest':>13} {'compacted':>10} {'+ vacuum task':>14}")
+    for table in sorted(set(after_ingest) | set(after_vacuum),
+                        key=lambda t: -after_vacuum.get(t, 0)):
+        sizes = [s.get(table, 0) / per for s in (after_ingest, after_compaction, after_vacuum)]
+        if any(sizes):
+            print(f"  {table:28} {sizes[0]:13.2f} {sizes[1]:10.2f} {sizes[2]:14.2f}")
+    totals = [sum(s.values()) / per for s in (after_ingest, after_compaction, after_vacuum)]
+    print(f"  {'all telemetry tables':28} {totals[0]:13.2f} {totals[1]:10.2f} {totals[2]:14.2f}")
+
+    read = exposition.summary(checks) if clusterui_ok else "FAILED (see below)"
+    rows = [(f"ClusterUI packed tier ({GPU_CHUNK_TABLE})",
+             after_vacuum.get(GPU_CHUNK_TABLE, 0), read),
+            ("ClusterUI all telemetry tables, after the vacuum task",
+             sum(after_vacuum.values()), "(the packed tier's samples, + rollups)"),
+            ("ClusterUI all telemetry tables, compacted, not vacuumed",
+             sum(after_compaction.values()), "(the same, before the vacuum task)")]
+    rows += [(p["label"], p["bytes"], p["check"]) for p in peers if "bytes" in p]
+    print()
+    print(f"storage side by side, the same {w.samples:,} GPU samples "
+          f"({w.gpus} GPUs x {args.hours:g} h at {args.interval:g} s, 15 values each)")
+    print(f"  {'store':58} {'B/GPU-sample':>12}  read back")
+    for label, size, how in sorted(rows, key=lambda r: r[1]):
+        print(f"  {label:58} {size / per:12.1f}  {how}")
+    for p in peers:
+        if "extra" in p:
+            print(f"  {p['label']}: " + ", ".join(
+                f"{name} {size / per:.1f}" for name, size in p["extra"]["parts"].items()))
+        else:
+            print(f"  {p['label']}: not measured ({p['missing']})")
+    print()
+    print("exactness, ClusterUI (every value through packed.raw_samples against what went in)")
+    for c in checks:
+        kind = "bit for bit" if c.exact else (
+            f"{c.differ:,} within the stated step (max {c.max_error:.3g})" if c.ok
+            else "WRONG")
+        print(f"  {c.metric:22}: {c.expected:9,} values, {kind}"
+              + (f", {c.missing:,} missing" if c.missing else "")
+              + (f", {c.extra:,} extra" if c.extra else ""))
+    print(f"  {'job attribution':22}: {w.samples:9,} samples, "
+          + ("every one right" if not wrong_job else f"{wrong_job:,} WRONG"))
+    print(f"  ClusterUI: {exposition.summary(checks) if clusterui_ok else 'FAILED'}")
+    for p in peers:
+        if "check" in p:
+            print(f"  {p['label']}: {p['check']}")
+    print()
+    print("ingest, GPU samples per second into each store (this run, this machine)")
+    print(f"  ClusterUI bulk consumer, {n_batches:,} node batches via Redis, one process "
+          f"(its start included): {w.samples / ingest_s:10,.0f}  ({ingest_s:.1f} s)")
+    print(f"  ClusterUI compaction (hot rows into chunks and rollups, one run): "
+          f"{w.samples / compact_s:10,.0f}  ({compact_s:.1f} s)")
+    for p in peers:
+        if "seconds" in p:
+            blocks = p["extra"].get("blocks")
+            print(f"  {p['label']}: {w.samples / p['seconds']:10,.0f}  "
+                  f"({p['seconds']:.1f} s" + (f", {blocks} blocks)" if blocks else ")"))
+            print(f"    ClusterUI's speed / this peer's: {p['seconds'] / ingest_s:.2f}")
+    print(f"load average after: {load_average()}")
+    from django.db import connections
+
+    connections.close_all()
+    return 0 if clusterui_ok else 1
+
+
+def drop_database() -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    finally:
+        drop_database()
