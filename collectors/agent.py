@@ -10,6 +10,7 @@ import uuid as uuidlib
 from collectors import __version__
 from collectors.attribution import Job, JobAttributor
 from collectors.attribution.mig import gres_positions
+from collectors.attribution.podmap import PodMap
 from collectors.config import Config
 from collectors.fabric import FIELDS as FABRIC_FIELDS
 from collectors.fabric import FabricCounters
@@ -53,6 +54,10 @@ class Agent:
         self.nics = NicSource(config.sysfs_root)
         self.fabric = FabricCounters(config.sysfs_root)
         self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir)
+        self.pods = None
+        if config.kubelet_socket:
+            self.pods = PodMap(config.kubelet_socket, config.kubelet_pods_url,
+                               config.kubelet_token_file, config.kubelet_ca_file)
         if config.gpu_source == "dcgm-exporter":
             log.info("GPU readings from dcgm-exporter at %s", config.dcgm_url)
             self.gpus = DcgmExporterSource(config.dcgm_url, clock)
@@ -88,12 +93,10 @@ class Agent:
             index_of = {u: positions[u] for u in index_of if u in positions}
             minors = {i.uuid: i.minor for i in inventory
                       if i.uuid in positions and i.parent_uuid is None}
+        gpus = [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of]
+        pods = self.pods.of_gpus([u for _, u, _ in gpus]) if self.pods else None
         owners, ended = self.jobs.attribute(
-            ts,
-            [(index_of[r.uuid], r.uuid, r.pids) for r in readings if r.uuid in index_of],
-            minors,
-            getattr(self.gpus, "job_hints", None),
-        )
+            ts, gpus, minors, getattr(self.gpus, "job_hints", None), pods)
         for reading in readings:
             job = owners.get(reading.uuid)
             if job is not None:
@@ -190,6 +193,8 @@ class Agent:
     def close(self) -> None:
         if self.gpus is not None:
             self.gpus.close()
+        if self.pods is not None:
+            self.pods.close()
 
 
 def _number(value: float) -> int | float:

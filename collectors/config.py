@@ -45,6 +45,14 @@ class Config:
     cgroup_root: str = "/sys/fs/cgroup"
     job_map_dir: str = "/run/clusterui-jobs"
     sim_seed: int = 1
+    # Kubernetes: the kubelet's pod-resources socket (each GPU's pod, idle ones included;
+    # needs the kubernetes extra: grpcio), and optionally the kubelet's /pods for the pods'
+    # UIDs and owners (https://NODE:10250/pods with a token that may get nodes/proxy).
+    # Empty: not used.
+    kubelet_socket: str = ""
+    kubelet_pods_url: str = ""
+    kubelet_token_file: str = ""
+    kubelet_ca_file: str = ""
     # The node's ingest key, as ``manage.py ingest_key derive CLUSTER NODE`` prints it
     # (``cuin1.…``: signs this node's batches only), or, while the server still allows it,
     # the cluster secret itself. Batches are signed with it (HMAC-SHA256) when set.
@@ -84,6 +92,9 @@ class Config:
                               "(nvml = 'sim') needs gpu_source = 'nvml'")
         if self.ingest_key and self.ingest_key_file:
             raise ConfigError("ingest_key: set ingest_key or ingest_key_file, not both")
+        if self.kubelet_pods_url and not self.kubelet_socket:
+            raise ConfigError("kubelet_pods_url: describes the pods kubelet_socket names; "
+                              "set kubelet_socket too")
 
     def signing_key(self) -> tuple[str, str] | None:
         """(key id, secret) to sign batches with, or None when batches go unsigned."""
@@ -218,4 +229,8 @@ _PARSERS = {
     "ingest_key": _optional_text,
     "ingest_key_file": _optional_text,
     "sim_seed": _integer(0),
+    "kubelet_socket": _optional_text,
+    "kubelet_pods_url": lambda name, value: _http_url(name, value) if value else "",
+    "kubelet_token_file": _optional_text,
+    "kubelet_ca_file": _optional_text,
 }

@@ -100,4 +100,4 @@ class MetricsQuery(TimeRangeQuery):
 
 class UsageQuery(TimeRangeQuery):
     group = serializers.ChoiceField(choices=list(GROUPS), required=False, default="user",
-                                    help_text="Summarise per user or per account")
+                                    help_text="Summarise per user, per account or per Kubernetes namespace")

@@ -456,6 +456,14 @@ def _jobs(batch: Batch, value) -> None:
             if err:
                 batch.reject(f"jobs: {key} {err}", where)
                 clean[key] = ""
+        # Kubernetes (docs/protocol.md); the limits are Kubernetes' own: a namespace is a
+        # DNS label (63), a pod or object name a DNS subdomain (253), a kind a Go type name.
+        for key, limit in (("namespace", 63), ("pod", 253), ("owner_kind", 63),
+                           ("owner_name", 253)):  # fmt: skip
+            clean[key], err = text(entry.get(key), limit)
+            if err:
+                batch.reject(f"jobs: {key} {err}", f"{where}: {_show(entry.get(key), 40)}")
+                clean[key] = ""
         for key in ("started_at", "ended_at"):
             clean[key], err = _optional_number(entry.get(key), MIN_TS, 1e11)
             if err:

@@ -797,16 +797,20 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict
         INSERT INTO jobs_job (cluster_id, scheduler, external_id, "user", name, account,
                               partition, state, started_at, ended_at, cpus, first_seen,
                               last_seen, origin_node_id, submitted_at, time_limit_s,
-                              exit_state, exit_code, exit_signal)
+                              exit_state, exit_code, exit_signal, namespace, pod,
+                              owner_kind, owner_name)
         SELECT %s, u.sched, u.ext, u.usr, u.name, u.acct, u.part,
                CASE WHEN u.ended IS NULL THEN 'running' ELSE 'ended' END,
                u.started, u.ended, u.cpus, u.seen, u.seen, %s, u.submitted, u.time_limit,
-               u.exit_state, u.exit_code, u.exit_signal
+               u.exit_state, u.exit_code, u.exit_signal, u.ns, u.pod, u.owner_kind,
+               u.owner_name
         FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
                     %s::timestamptz[], %s::timestamptz[], %s::int[], %s::timestamptz[],
-                    %s::timestamptz[], %s::int[], %s::text[], %s::int2[], %s::int2[])
+                    %s::timestamptz[], %s::int[], %s::text[], %s::int2[], %s::int2[],
+                    %s::text[], %s::text[], %s::text[], %s::text[])
              AS u(sched, ext, usr, name, acct, part, started, ended, cpus, seen, submitted,
-                  time_limit, exit_state, exit_code, exit_signal)
+                  time_limit, exit_state, exit_code, exit_signal, ns, pod, owner_kind,
+                  owner_name)
         ON CONFLICT ON CONSTRAINT job_identity_uniq DO UPDATE SET
             "user" = CASE WHEN jobs_job."user" = '' OR jobs_job.origin_node_id = EXCLUDED.origin_node_id
                           THEN COALESCE(NULLIF(EXCLUDED."user", ''), jobs_job."user")
@@ -818,6 +822,10 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict
                            THEN COALESCE(NULLIF(EXCLUDED.account, ''), jobs_job.account)
                            ELSE jobs_job.account END,
             partition = COALESCE(NULLIF(EXCLUDED.partition, ''), jobs_job.partition),
+            namespace = COALESCE(NULLIF(EXCLUDED.namespace, ''), jobs_job.namespace),
+            pod = COALESCE(NULLIF(EXCLUDED.pod, ''), jobs_job.pod),
+            owner_kind = COALESCE(NULLIF(EXCLUDED.owner_kind, ''), jobs_job.owner_kind),
+            owner_name = COALESCE(NULLIF(EXCLUDED.owner_name, ''), jobs_job.owner_name),
             started_at = COALESCE(EXCLUDED.started_at, jobs_job.started_at),
             -- Reported running, with data after the end that close_stale_jobs inferred
             -- while the job's data lagged (a back-fill, a spool replay): it runs again.
@@ -858,6 +866,8 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict
             [_dt(j.get("submitted_at")) for j in jobs], [j.get("time_limit_s") for j in jobs],
             [j.get("exit_state") or "" for j in jobs], [j.get("exit_code") for j in jobs],
             [j.get("exit_signal") for j in jobs],
+            *([j.get(key) or "" for j in jobs] for key in ("namespace", "pod", "owner_kind",
+                                                            "owner_name")),
         ),
     )
     stored = {ext: (job_id, dict(zip(_OWNER_FIELDS, values, strict=True)))

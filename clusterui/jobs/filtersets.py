@@ -60,7 +60,8 @@ class NullsLastOrderingFilter(django_filters.OrderingFilter):
 
 class JobFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search",
-                                  help_text="Job id, name, user or account contains this")
+                                  help_text="Job id, name, user, account, namespace or pod "
+                                            "contains this")
     cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster")
     external_id = django_filters.CharFilter(
         field_name="external_id", label="Scheduler job id",
@@ -69,6 +70,9 @@ class JobFilterSet(django_filters.FilterSet):
     user = django_filters.CharFilter(field_name="user")
     account = django_filters.CharFilter(field_name="account")
     partition = django_filters.CharFilter(field_name="partition")
+    namespace = django_filters.CharFilter(
+        field_name="namespace", help_text="Kubernetes namespace, exactly (add cluster to tell "
+                                          "apart clusters with the same namespace)")
     state = django_filters.ChoiceFilter(choices=JobState.choices)
     scheduler = django_filters.ChoiceFilter(choices=Scheduler.choices)
     finding = django_filters.ChoiceFilter(
@@ -102,6 +106,7 @@ class JobFilterSet(django_filters.FilterSet):
         return queryset.filter(
             Q(external_id__icontains=value) | Q(name__icontains=value)
             | Q(user__icontains=value) | Q(account__icontains=value)
+            | Q(namespace__icontains=value) | Q(pod__icontains=value)
         )
 
     def with_finding(self, queryset, name, value):

@@ -47,6 +47,13 @@ class Job(models.Model):
     exit_state = models.CharField(max_length=16, choices=ExitState.choices, blank=True)
     exit_code = models.SmallIntegerField(null=True, blank=True)
     exit_signal = models.SmallIntegerField(null=True, blank=True)
+    # Kubernetes: the pod's namespace and name, and the workload that owns it (a
+    # Deployment, a Job, a StatefulSet...), as the node's kubelet said (docs/protocol.md).
+    # Empty: not Kubernetes, or not reported. A namespace is Kubernetes' account.
+    namespace = models.CharField(max_length=63, blank=True)
+    pod = models.CharField(max_length=253, blank=True)
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
     first_seen = models.DateTimeField()
     # Data time: the job's newest sample. Its inferred end when no collector reports it.
     last_seen = models.DateTimeField()
@@ -92,6 +99,10 @@ class Job(models.Model):
             # start, found without a scan of every job.
             models.Index(fields=["ended_at"], include=["user", "account", "started_at"],
                          name="job_ended_idx"),
+            # A namespace's jobs (the jobs list filtered by namespace), newest first;
+            # only Kubernetes jobs have one.
+            models.Index(fields=["namespace", "-started_at"], name="job_namespace_started_idx",
+                         condition=~Q(namespace="")),
         ]
 
     def __str__(self):

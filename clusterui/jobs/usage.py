@@ -1,4 +1,4 @@
-"""GPU-hours and waste per user and per account over a period.
+"""GPU-hours and waste per user, per account and per Kubernetes namespace over a period.
 
 A job counts toward a period when it was active in it; its figures are its whole-job
 efficiency (``JobEfficiency``), as computed by the detector pass.
@@ -13,7 +13,9 @@ from django.utils import timezone
 from clusterui.findings import usage_rollup
 from clusterui.jobs.models import visible_user_name
 
-GROUPS = ("user", "account")
+GROUPS = ("user", "account", "namespace")
+# The groups the hourly sums keep (usage_rollup); a namespace is summed from its jobs.
+ROLLUP_GROUPS = ("user", "account")
 
 
 def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
@@ -28,7 +30,8 @@ def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
     figures without reading every active job."""
     if group not in GROUPS:
         raise ValueError(f"group must be one of {', '.join(GROUPS)}")
-    if viewer is not None and usage_rollup.usable(start, end, now or timezone.now()):
+    if (viewer is not None and group in ROLLUP_GROUPS
+            and usage_rollup.usable(start, end, now or timezone.now())):
         if not viewer.is_authenticated:
             return []
         rows = usage_rollup.usage_rows(group, start, end, visible_user_name(viewer))
@@ -39,6 +42,8 @@ def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
         return _rows(rows[:limit] if limit else rows, group)
     active = jobs.filter(Q(started_at__lt=end) | Q(started_at__isnull=True)).filter(
         Q(ended_at__isnull=True) | Q(ended_at__gte=start))
+    if group == "namespace":  # Kubernetes jobs only: a Slurm job has no namespace
+        active = active.exclude(namespace="")
     zero = 0.0
     rows = (
         active.values(group)

@@ -20,14 +20,15 @@ CHUNK = 1000
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 JOB_COLUMNS = ["cluster", "scheduler", "job_id", "name", "user", "account", "partition",
-               "state", "started_at", "ended_at", "gpus", "gpu_hours", "efficiency_pct",
+               "namespace", "pod", "owner_kind", "owner_name", "state", "started_at", "ended_at", "gpus", "gpu_hours", "efficiency_pct",
                "wasted_gpu_hours", "open_findings", "url"]
 FINDING_COLUMNS = ["id", "severity", "kind", "state", "title", "cluster", "job_id", "user",
                    "account", "node", "first_seen", "last_seen", "closed_at",
                    "wasted_gpu_hours", "acknowledged_at", "acknowledged_by", "explanation",
                    "suggestion", "url"]
 
-# The users page's rows; the first column is "user" or "account", as the page groups them.
+# The users page's rows; the first column is "user", "account" or "namespace", as the page
+# groups them.
 USAGE_COLUMNS = ["jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours", "efficiency_pct",
                  "from", "to"]
 
@@ -91,7 +92,8 @@ def job_rows(request, ordered, open_findings):
         for job in rows:
             ratio = job.efficiency_ratio
             yield [job.cluster.name, job.scheduler, job.external_id, job.name, job.user,
-                   job.account, job.partition, job.state, job.started_at, job.ended_at,
+                   job.account, job.partition, job.namespace, job.pod, job.owner_kind,
+                   job.owner_name, job.state, job.started_at, job.ended_at,
                    job.gpu_count, job.allocated_gpu_hours,
                    None if ratio is None else 100.0 * ratio, job.wasted_gpu_hours,
                    " ".join(f.kind for f in job.open_findings),

@@ -34,6 +34,7 @@ urlpatterns = [
     path("jobs/<str:scheduler>/<str:cluster>/<str:jobid>/", job_link.job_by_scheduler_id,
          name="job-by-scheduler-id"),
     path("users/", users.usage, name="users"),
+    path("namespaces/", users.namespaces, name="namespaces"),
     path("trends/", trends.trends, name="trends"),
     path("findings/", findings.finding_list, name="findings"),
     path("findings/<int:pk>/ack/", findings.acknowledge, name="finding-ack"),

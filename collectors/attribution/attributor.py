@@ -1,8 +1,15 @@
 """Attribute each GPU to the job that owns it, and measure each job's host CPU and memory.
 
-Order of evidence per GPU: the cgroup of a process NVML sees on it (direct evidence, and
-it gives the job's cgroup), then the prolog mapping file (covers allocated-but-idle GPUs),
-then the job a dcgm-exporter label names (``hpc_job``, pod), else no job.
+Order of evidence per GPU: on a Kubernetes node, the pod the kubelet allocated it to
+(pod-resources, ``podmap.py``: covers allocated-but-idle GPUs, names the namespace), then the
+cgroup of a process NVML sees on it (direct evidence, and it gives the job's cgroup), then
+the prolog mapping file (covers allocated-but-idle Slurm GPUs), then the job a
+dcgm-exporter label names (``hpc_job``, pod), else no job.
+
+A pod's job id is its UID, as its cgroup path gives it (cgroup.py): from the kubelet's
+/pods where configured, else from a process on one of its GPUs, else ``namespace/name``
+until one of those says it. Once a pod is a job its id does not change while it runs; a pod
+re-created under the same name (a StatefulSet's) with another UID is a new job.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from collectors.attribution.cgroup import JobRef, ProcessJob, job_of_pid, slurm_job_dirs
 from collectors.attribution.jobmap import MapEntry, read_job_map
+from collectors.attribution.kubelet import PodRef
 from collectors.attribution.metadata import Scontrol, meta_from_environ, read_environ, user_of_uid
 from collectors.attribution.slurm_gpus import SlurmGpuIndex
 from collectors.attribution.usage import cpu_count, cpu_seconds, memory_bytes
@@ -60,7 +68,18 @@ class Job:
             "exit_signal": _int(self.meta.get("exit_signal")),
         }
         out.update((k, v) for k, v in facts.items() if v is not None)
+        # A pod's namespace, name and owning workload (docs/protocol.md), where known.
+        out.update((k, self.meta[k]) for k in POD_KEYS if self.meta.get(k))
         return out
+
+
+POD_KEYS = ("namespace", "pod", "owner_kind", "owner_name")
+
+
+def pod_meta(pod: PodRef) -> dict[str, str]:
+    meta = {"namespace": pod.namespace, "pod": pod.name, "name": pod.name,
+            "owner_kind": pod.owner_kind, "owner_name": pod.owner_name}
+    return {k: v for k, v in meta.items() if v}
 
 
 def _float(text: str | None) -> float | None:
@@ -94,6 +113,7 @@ class JobAttributor:
         self.active: dict[tuple[str, str], Job] = {}
         self._closing: dict[tuple[str, str], tuple[Job, float]] = {}  # job -> (job, ask until)
         self._cpu = CounterRates()
+        self._pod_ids: dict[tuple[str, str], str] = {}  # (namespace, name) -> active job id
 
     def attribute(
         self,
@@ -101,6 +121,7 @@ class JobAttributor:
         gpus: list[tuple[int, str, list[int]]],
         minors: dict[str, int | None] | None = None,
         hints: dict | None = None,
+        pods: dict[str, PodRef] | None = None,
     ) -> tuple[dict[str, Job | None], list[Job]]:
         """({gpu uuid: job or None}, jobs that ended since the last call).
 
@@ -110,7 +131,8 @@ class JobAttributor:
         ``gpus`` is [(NVML index, uuid, host pids running on it)]; ``minors`` {uuid: NVML
         minor number}, which ties a GPU to Slurm's index of it (see slurm_gpus); ``hints``
         {uuid: JobHint} the jobs dcgm-exporter's labels name, used when neither a process
-        nor a mapping file says (collectors/gpu/dcgm_exporter.py).
+        nor a mapping file says (collectors/gpu/dcgm_exporter.py); ``pods`` {uuid: PodRef}
+        the pod the kubelet allocated each GPU to (collectors/attribution/podmap.py).
         """
         slurm_index = None
         if minors and self._has_index_files():  # slurmd -G only where Slurm files exist
@@ -122,10 +144,16 @@ class JobAttributor:
         seen: dict[tuple[str, str], Job] = {}
         by_sluid = {e.meta["sluid"]: e.job_id for e in mapping.values() if "sluid" in e.meta}
         for index, uuid, pids in gpus:
-            job = (self._from_processes(pids, by_sluid) or self._from_mapping(mapping.get(index))
+            pod = (pods or {}).get(uuid)
+            job = self._from_processes(pids, by_sluid)
+            if pod is not None:
+                job = self._from_pod(pod, job)
+            job = (job or self._from_mapping(mapping.get(index))
                    or self._from_hint((hints or {}).get(uuid)))
             if job is not None:
                 job = seen.setdefault(job.key, self._remember(job, mapping.get(index), pids))
+                if pod is not None:
+                    job.meta.update(pod_meta(pod))  # the kubelet's word, owner included
             owners[uuid] = job
         for key in seen:  # back (a mapping file rewritten): not ended after all
             self._closing.pop(key, None)
@@ -136,6 +164,7 @@ class JobAttributor:
                 job.ended_at = ts
                 self._cpu.forget(key)
                 self.scontrol.forget(job.ref.id)
+                self._pod_ids.pop((job.meta.get("namespace"), job.meta.get("pod")), None)
                 if job.ref.scheduler == "slurm":
                     self._closing[key] = (job, ts + END_WAIT_S)
                 ended.append(job)
@@ -191,6 +220,25 @@ class JobAttributor:
         if not job_id:
             return None
         return ProcessJob(replace(hit.job, id=job_id), hit.cgroup_dirs)
+
+    def _from_pod(self, pod: PodRef, process_job: Job | None) -> Job:
+        """The job of the pod the kubelet allocated a GPU to; ``process_job`` what a
+        process on the GPU says (its cgroup: the pod's UID and the pod's cgroup)."""
+        from_cgroup = process_job if (process_job is not None
+                                      and process_job.ref.scheduler == "kubernetes") else None
+        name = (pod.namespace, pod.name)
+        placeholder = f"{pod.namespace}/{pod.name}"
+        known = self._pod_ids.get(name)
+        uid = pod.uid or (from_cgroup.ref.id if from_cgroup else None)
+        if known is not None and (known == placeholder or uid is None):
+            job_id = known  # the id it started with, for as long as it runs
+        else:  # a new pod, or one re-created under its name (a StatefulSet's): its UID
+            job_id = uid or placeholder
+        self._pod_ids[name] = job_id
+        job = Job(JobRef("kubernetes", job_id), meta=pod_meta(pod))
+        if from_cgroup is not None and from_cgroup.ref.id == job_id:
+            job.cgroup_dirs = from_cgroup.cgroup_dirs
+        return job
 
     def _from_mapping(self, entry: MapEntry | None) -> Job | None:
         if entry is None:

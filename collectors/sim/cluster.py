@@ -136,6 +136,7 @@ class ClusterSim:
         mig_nodes: int = 0,
     ) -> None:
         from collectors.agent import Agent
+        from collectors.sim.kubelet import SimKubelet
 
         self.seed = seed
         self.cluster = cluster
@@ -183,6 +184,9 @@ class ClusterSim:
             )
             for node, nvml in zip(self.nodes, self.nvmls, strict=True)
         ]
+        for node, agent in zip(self.nodes, self.agents, strict=True):
+            if node.layout == "k8s":  # its kubelet: each GPU's pod (simulated, kubelet.py)
+                agent.pods = SimKubelet(node)
 
     def add_fabric_faults(self, at: float) -> list[str]:
         """Degrade two links, for the demo: node 1's second port retrains at 1X from ``at``

@@ -98,6 +98,26 @@ def test_the_wheel_brings_only_what_a_node_needs(node):
     assert helped.returncode == 0 and "JOBID" in helped.stdout, helped.stderr
 
 
+def test_kubernetes_attribution_without_its_extra_says_what_to_install(node, tmp_path):
+    """The wheel carries the pod-resources messages (collectors/attribution/podresources.py,
+    no proto or generated stubs); without the kubernetes extra (grpcio, protobuf) a node
+    told to read the kubelet still sends its batch, and says why pods are attributed by
+    cgroups only."""
+    venv, _ = node
+    shipped = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import importlib.resources as r; p = r.files('collectors.attribution'); "
+         "print(sorted(f.name for f in p.iterdir() if f.name.startswith('podresources')))"],
+        cwd="/", env=node_env(), capture_output=True, text=True, timeout=30)
+    assert shipped.stdout.strip() == "['podresources.py']", shipped.stderr
+    done = collector(venv, tmp_path, "--once", "--stdout", nvml="none",
+                     kubelet_socket=str(tmp_path / "kubelet.sock"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["schema"] == 1
+    assert "kubelet_socket is set but Kubernetes attribution cannot run" in done.stderr
+    assert "pip install 'clusterui-collector[kubernetes]'" in done.stderr
+
+
 def test_once_stdout_prints_a_batch(node, tmp_path):
     venv, _ = node
     done = collector(venv, tmp_path, "--once", "--stdout", "--config", "/dev/null")

@@ -36,7 +36,7 @@ class JobSerializer(serializers.ModelSerializer):
                   "partition", "state", "started_at", "ended_at", "cpus", "gpu_hours",
                   "wasted_gpu_hours", "efficiency_pct", "judged_at", "finalized_at",
                   "submitted_at", "queue_wait_s", "time_limit_s", "exit_state", "exit_code",
-                  "exit_signal"]
+                  "exit_signal", "namespace", "pod", "owner_kind", "owner_name"]
 
     def get_queue_wait_s(self, obj) -> float | None:
         wait = obj.queue_wait

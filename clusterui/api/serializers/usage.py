@@ -4,7 +4,7 @@ from rest_framework import serializers
 class UsageRowSerializer(serializers.Serializer):
     """A row of ``clusterui.jobs.usage.usage_summary``."""
 
-    name = serializers.CharField(help_text="The user or account name")
+    name = serializers.CharField(help_text="The user, account or namespace name")
     jobs = serializers.IntegerField()
     gpu_hours = serializers.FloatField(help_text="GPU-hours allocated")
     used_gpu_hours = serializers.FloatField()

@@ -9,7 +9,7 @@ from clusterui.api.pagination import LimitOffsetPagination
 from clusterui.api.params import UsageQuery
 from clusterui.api.serializers.usage import UsageRowSerializer
 from clusterui.jobs.models import Job
-from clusterui.jobs.usage import usage_summary
+from clusterui.jobs.usage import GROUPS, usage_summary
 
 DEFAULT_SPAN = dt.timedelta(days=7)
 
@@ -25,7 +25,7 @@ class UsagePagination(LimitOffsetPagination):
     def get_paginated_response_schema(self, schema):
         out = super().get_paginated_response_schema(schema)
         out["properties"] = {
-            "group": {"type": "string", "enum": ["user", "account"]},
+            "group": {"type": "string", "enum": list(GROUPS)},
             "from": {"type": "string", "format": "date-time"},
             "to": {"type": "string", "format": "date-time"},
             **out["properties"],
@@ -35,7 +35,7 @@ class UsagePagination(LimitOffsetPagination):
 
 
 @extend_schema(
-    summary="GPU-hours and waste per user or per account",
+    summary="GPU-hours and waste per user, per account or per Kubernetes namespace",
     description="Over the jobs you may see (staff: all) that were active between `from` "
                 "(default: 7 days before `to`) and `to` (default: now), most wasted first. "
                 "A job counts with its whole-life figures.",

@@ -39,7 +39,8 @@ SORTS = (("-started", "Newest first"), ("started", "Oldest first"),
          ("-gpu_hours", "Most GPU-hours"), ("gpu_hours", "Fewest GPU-hours"),
          ("user", "User A-Z"), ("-user", "User Z-A"))
 # The table's columns: (header, ordering key or None, class).
-COLUMNS = (("Job", None, ""), ("User", "user", ""), ("Account", None, ""), ("State", None, ""),
+COLUMNS = (("Job", None, ""), ("User", "user", ""), ("Account / namespace", None, ""),
+           ("State", None, ""),
            ("Started", "started", ""), ("GPUs", None, "num"), ("GPU-h", "gpu_hours", "num"),
            ("Efficiency", "efficiency", ""), ("Wasted GPU-h", "wasted", "num"),
            ("Open findings", None, ""))

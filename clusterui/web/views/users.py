@@ -1,4 +1,4 @@
-"""GPU-hours and waste per user or per account over a period."""
+"""GPU-hours and waste per user, per account or per Kubernetes namespace over a period."""
 
 from urllib.parse import urlencode
 
@@ -15,7 +15,7 @@ from clusterui.web.figures.usage import usage_bars
 from clusterui.web.views.support import charts, range_context
 
 PAGE_SIZE = 50
-GROUPS = {"user": "By user", "account": "By account"}
+GROUPS = {"user": "By user", "account": "By account", "namespace": "By namespace"}
 
 
 def api_url(group: str, tr: timerange.TimeRange) -> str:
@@ -26,12 +26,18 @@ def api_url(group: str, tr: timerange.TimeRange) -> str:
          "limit": 1000})
 
 
-def usage(request):
+def namespaces(request):
+    """Kubernetes namespaces, which play the part of accounts: the usage page by namespace
+    (each row opens the namespace's jobs)."""
+    return usage(request, default="namespace")
+
+
+def usage(request, default="user"):
     """Figures over the jobs the viewer may see: a researcher sees their own usage;
     ``?format=csv``: every row (all pages) as CSV."""
     now = timezone.now()
     tr, range_error = timerange.parse_or_default(request.GET, default="7d", now=now)
-    group = request.GET.get("by", "user")
+    group = request.GET.get("by", default)
     if group not in GROUPS:
         group, range_error = "user", f"by must be one of {', '.join(GROUPS)}"
     rows = usage_summary(Job.objects.visible_to(request.user), group, tr.start, tr.end)

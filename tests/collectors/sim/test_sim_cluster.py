@@ -111,3 +111,27 @@ def test_mig_nodes_run_their_jobs_on_mig_instances(tmp_path):
     on_instances = {g for j in mig["jobs"] for g in j["gpus"]}
     assert on_instances and all("parent_uuid" in mig["gpus"][g] for g in on_instances)
     assert not any("parent_uuid" in g for g in plain["gpus"]) and len(plain["gpus"]) == 8
+
+
+def test_kubernetes_nodes_send_namespace_pod_and_owner(tmp_path):
+    """The simulated kubelet (sim/kubelet.py) names each pod's namespace and owner; the
+    batch says simulated, as every simulated node's does."""
+    sim = ClusterSim(nodes=16, seed=1, start=T0, root_dir=str(tmp_path))
+    try:
+        sim.step(T0)
+        batches = {b["node"]: b for b in sim.flush()}
+        truth = {j.id: j for j in sim.running_jobs(T0) if j.scheduler == "kubernetes"}
+    finally:
+        sim.close()
+    k8s_nodes = {n.name for n in sim.nodes if n.layout == "k8s"}
+    sent = [j for name in k8s_nodes for j in batches[name]["jobs"]]
+    assert sent and {j["id"] for j in sent} == set(truth)
+    for job in sent:
+        expected = truth[job["id"]]
+        assert job["scheduler"] == "kubernetes" and job["namespace"] == expected.account
+        assert job["owner_name"] == expected.name and job["pod"].startswith(expected.name + "-")
+        assert job["owner_kind"] == ("StatefulSet" if expected.scenario is Scenario.IDLE
+                                     else "Job")
+    assert all(batches[name]["agent"]["simulated"] for name in k8s_nodes)
+    slurm = [j for b in batches.values() if b["node"] not in k8s_nodes for j in b["jobs"]]
+    assert slurm and not any("namespace" in j for j in slurm)

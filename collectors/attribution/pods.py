@@ -1,0 +1,112 @@
+"""A pod's UID and owning workload, from the node's kubelet (``GET /pods``), cached.
+
+The pod-resources API names a pod by namespace and name only. The kubelet's own
+``/pods`` endpoint (the node's pods as a ``v1 PodList``; on the authenticated port 10250 it
+takes a service account's bearer token that may ``get nodes/proxy``) adds each pod's
+``metadata.uid`` (the id its cgroup path carries, so a pod is the same job whether a
+process or the kubelet named it) and ``metadata.ownerReferences``.
+
+The owner is the controller reference (``controller: true``). A Deployment's pods are
+owned by a ReplicaSet named ``<deployment>-<pod-template-hash>``, the hash also being the
+pod's ``pod-template-hash`` label (Kubernetes docs, Deployments, "Pod-template-hash
+label"): such a ReplicaSet is reported as its Deployment. Other kinds (Job, StatefulSet,
+DaemonSet, a bare ReplicaSet, a custom resource) are reported as they are; a CronJob's
+Job stays a Job (only the API server knows its CronJob).
+
+Optional (``kubelet_pods_url``): without it a pod is known by namespace and name. Read at
+most once per ``ttl`` seconds, and only when a pod is asked for that the last read did
+not list.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 3.0
+TTL_S = 30.0
+
+
+@dataclass(frozen=True)
+class PodMeta:
+    uid: str | None
+    owner_kind: str | None
+    owner_name: str | None
+
+
+def owner_of(metadata: dict) -> tuple[str | None, str | None]:
+    """(kind, name) of a pod's controlling owner, a Deployment for its ReplicaSet."""
+    refs = metadata.get("ownerReferences") or []
+    refs = [r for r in refs if isinstance(r, dict) and r.get("kind") and r.get("name")]
+    if not refs:
+        return None, None
+    ref = next((r for r in refs if r.get("controller")), refs[0])
+    kind, name = str(ref["kind"]), str(ref["name"])
+    template_hash = (metadata.get("labels") or {}).get("pod-template-hash")
+    if kind == "ReplicaSet" and template_hash and name.endswith("-" + template_hash):
+        return "Deployment", name[: -len(template_hash) - 1]
+    return kind, name
+
+
+def parse_pod_list(doc) -> dict[tuple[str, str], PodMeta]:
+    """{(namespace, name): PodMeta} of a ``PodList``; items without both are skipped."""
+    out = {}
+    items = doc.get("items") if isinstance(doc, dict) else None
+    for item in items or []:
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(meta, dict) or not meta.get("namespace") or not meta.get("name"):
+            continue
+        kind, name = owner_of(meta)
+        out[(meta["namespace"], meta["name"])] = PodMeta(meta.get("uid") or None, kind, name)
+    return out
+
+
+class KubeletPods:
+    def __init__(self, url: str, token_file: str = "", ca_file: str = "",
+                 ttl: float = TTL_S, clock=time.monotonic) -> None:
+        self.url = url
+        self.token_file = token_file
+        self.ca_file = ca_file
+        self.ttl = ttl
+        self.clock = clock
+        self._pods: dict[tuple[str, str], PodMeta] = {}
+        self._read_at: float | None = None
+        self._failing = False
+
+    def lookup(self, namespace: str, name: str) -> PodMeta | None:
+        key = (namespace, name)
+        if key not in self._pods and (self._read_at is None
+                                      or self.clock() - self._read_at >= self.ttl):
+            self._refresh()
+        return self._pods.get(key)
+
+    def _refresh(self) -> None:
+        self._read_at = self.clock()
+        try:
+            doc = self._fetch()
+        except (OSError, ValueError) as exc:  # URLError, HTTPError, timeouts, bad JSON
+            if not self._failing:
+                log.warning("kubelet pods at %s cannot be read (%s): pods are known by "
+                            "namespace and name only until it answers", self.url, exc)
+                self._failing = True
+            return
+        self._failing = False
+        self._pods = parse_pod_list(doc)
+
+    def _fetch(self):
+        request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
+        if self.token_file:
+            with open(self.token_file, encoding="utf-8") as fh:
+                request.add_header("Authorization", f"Bearer {fh.read().strip()}")
+        context = None
+        if self.url.startswith("https:"):
+            context = ssl.create_default_context(cafile=self.ca_file or None)
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as reply:
+            return json.loads(reply.read())
