@@ -146,3 +146,7 @@ def test_api_nodes_give_physical_gpus_and_allocated_shares(users, cluster):
     # one filter gives a script the physical GPUs
     gpus = api.get("/api/v1/gpus/", {"node": "mig-h001", "physical": "true"}).json()
     assert [g["uuid"][:4] for g in gpus["results"]] == ["GPU-"]
+    instances = api.get("/api/v1/gpus/", {"node": "mig-h001", "physical": "false"}).json()
+    assert len(instances["results"]) == 7
+    bad = api.get("/api/v1/gpus/", {"physical": "maybe"})
+    assert bad.status_code == 400 and bad.json()["error"].startswith("physical: ")
