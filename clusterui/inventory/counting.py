@@ -24,7 +24,8 @@ BUSY_UTIL_PCT = 10.0
 
 def physical(prefix: str = "") -> Q:
     """The GPUs a user counts: whole GPUs and MIG-enabled GPUs, not their instances
-    (``Gpu.objects.physical()`` for GPUs themselves). ``prefix`` reaches the GPU through a relation (``"gpus__"`` from a node)."""
+    (``Gpu.objects.physical()`` for GPUs themselves). ``prefix`` reaches the GPU through
+    a relation (``"gpus__"`` from a node)."""
     return Q(**{f"{prefix}parent__isnull": True})
 
 
