@@ -102,8 +102,10 @@ def cluster_snapshot(user, now: dt.datetime | None = None) -> Snapshot:
     else:
         visible = Q(latest__job__user=name)
     rows = (
-        Gpu.objects.order_by("node__cluster__name", "node__name", "index",
-                             F("parent_id").asc(nulls_first=True))
+        # A node's physical GPUs first, in index order, then its MIG instances: each
+        # instance finds its GPU's cell, whatever index it reports.
+        Gpu.objects.order_by("node__cluster__name", "node__name",
+                             F("parent_id").asc(nulls_first=True), "index")
         # Silent by arrival (Node.heard_at): a node back-filling old data is reporting.
         .annotate(heard=heard_at("node__"))
         .annotate(silent=Q(heard__lt=silent_before),
