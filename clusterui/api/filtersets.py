@@ -24,10 +24,19 @@ class GpuFilterSet(django_filters.FilterSet):
     model = django_filters.CharFilter(field_name="model", lookup_expr="icontains",
                                       help_text="GPU model contains this")
     uuid = django_filters.CharFilter(field_name="uuid")
+    # A choice, not a BooleanFilter: that one ignores a value it cannot read ("maybe").
+    physical = django_filters.ChoiceFilter(
+        choices=[("true", "true"), ("false", "false")], method="filter_physical",
+        help_text="true: physical GPUs only (a MIG-enabled GPU, not its MIG instances), as "
+                  "every GPU count counts them; false: MIG instances only")
 
     class Meta:
         model = Gpu
         fields = []
+
+    def filter_physical(self, queryset, name, value):
+        return (queryset.physical() if value == "true"
+                else queryset.filter(parent__isnull=False))
 
 
 class NicFilterSet(django_filters.FilterSet):

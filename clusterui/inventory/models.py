@@ -62,6 +62,13 @@ def heard_at(prefix: str = ""):
     return Coalesce(f"{prefix}reported_at", f"{prefix}last_seen")
 
 
+class GpuQuerySet(models.QuerySet):
+    def physical(self):
+        """Physical GPUs, without MIG instances: what every "GPUs" figure counts
+        (``clusterui.inventory.counting``)."""
+        return self.filter(parent__isnull=True)
+
+
 class Gpu(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
     # A GPU is identified by its UUID: it keeps its history if it moves to another node.
@@ -84,6 +91,8 @@ class Gpu(models.Model):
                              "the GPU's (job efficiency counts it as this much of a GPU)")
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
+
+    objects = GpuQuerySet.as_manager()
 
     class Meta:
         ordering = ["node__name", "index"]

@@ -18,33 +18,38 @@ from prometheus_client.registry import Collector
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.ingest import health
-from clusterui.web.snapshot import BUSY_UTIL_PCT
+from clusterui.inventory.counting import BUSY_UTIL_PCT, SQL_BUSY_PCT, SQL_PHYSICAL, SQL_SHARE
 
 NODE = ["cluster", "node"]
 
 # (name, help, column of _NODES) for the per-node GPU gauges.
 NODE_GAUGES = (
-    ("clusterui_node_gpus", "GPUs of the node", "gpus"),
+    ("clusterui_node_gpus", "Physical GPUs of the node (a MIG-enabled GPU once)", "gpus"),
     ("clusterui_node_gpus_reporting",
-     "GPUs with a current sample (0 while the node is silent)", "reporting"),
+     "Physical GPUs with a current sample (0 while the node is silent)", "reporting"),
     ("clusterui_node_gpus_busy",
-     f"GPUs reporting at least {BUSY_UTIL_PCT:g} % utilization (NVML)", "busy"),
-    ("clusterui_node_gpus_allocated", "GPUs reporting that they are held by a job", "allocated"),
+     f"GPUs reporting at least {BUSY_UTIL_PCT:g} % utilization (NVML; a MIG instance: SM "
+     "activity, counted as its share of its GPU)", "busy"),
+    ("clusterui_node_gpus_allocated",
+     "GPUs reporting that they are held by a job (a MIG instance counts its share of its "
+     "GPU)", "allocated"),
     ("clusterui_node_gpus_idle_allocated",
-     f"GPUs held by a job but below {BUSY_UTIL_PCT:g} % utilization (NVML): waste now",
-     "idle_allocated"),
+     f"GPUs held by a job but below {BUSY_UTIL_PCT:g} % utilization (NVML; a MIG instance: "
+     "SM activity, as its share): waste now", "idle_allocated"),
     ("clusterui_node_silent",
      "1 when no batch of the node arrived for NODE_SILENT_AFTER_S seconds", "silent"),
 )
 
 # One row per node. A silent node's latest rows are old: its GPUs count as not reporting,
-# the rule of the overview (clusterui.web.snapshot).
-_NODES = """
-SELECT c.name, n.name, s.silent, count(g.id),
-       count(l.gpu_id) FILTER (WHERE NOT s.silent),
-       count(l.gpu_id) FILTER (WHERE NOT s.silent AND l.util_pct >= %(busy)s),
-       count(l.job_id) FILTER (WHERE NOT s.silent),
-       count(l.job_id) FILTER (WHERE NOT s.silent AND l.util_pct < %(busy)s),
+# the rule of the overview (clusterui.web.snapshot). GPUs are counted as everywhere
+# (clusterui.inventory.counting): physical GPUs, and a MIG instance's allocation as its share.
+_NODES = f"""
+SELECT c.name, n.name, s.silent, count(g.id) FILTER (WHERE {SQL_PHYSICAL}),
+       count(l.gpu_id) FILTER (WHERE NOT s.silent AND {SQL_PHYSICAL}),
+       COALESCE(sum({SQL_SHARE}) FILTER (WHERE NOT s.silent AND {SQL_BUSY_PCT} >= %(busy)s), 0),
+       COALESCE(sum({SQL_SHARE}) FILTER (WHERE NOT s.silent AND l.job_id IS NOT NULL), 0),
+       COALESCE(sum({SQL_SHARE}) FILTER (WHERE NOT s.silent AND l.job_id IS NOT NULL
+                                        AND {SQL_BUSY_PCT} < %(busy)s), 0),
        avg(l.util_pct) FILTER (WHERE NOT s.silent),
        sum(l.power_w) FILTER (WHERE NOT s.silent)
 FROM inventory_node n
@@ -111,8 +116,9 @@ class ClusterCollector(Collector):
                                   labels=NODE)
         for (cluster, node, silent, gpus, reporting, busy, allocated, idle_allocated,
              util_mean, power_sum) in rows:
-            values = {"gpus": gpus, "reporting": reporting, "busy": busy,
-                      "allocated": allocated, "idle_allocated": idle_allocated,
+            values = {"gpus": gpus, "reporting": reporting, "busy": round(busy, 4),
+                      "allocated": round(allocated, 4),
+                      "idle_allocated": round(idle_allocated, 4),
                       "silent": int(silent)}
             for col, family in families.items():
                 family.add_metric([cluster, node], values[col])

@@ -204,9 +204,12 @@ GROUP BY job_id, bucket
 # The nodes of these (GPU, hour)s, their buckets summed again over all their GPUs' rows of
 # those hours (a node's other GPUs may be packed in another transaction: each one redoes
 # the node's sums from what is there, so the last is complete).
+# ``gpus`` counts physical GPUs: a MIG instance's row is summed, not counted as a GPU
+# (clusterui.inventory.counting).
 _NODE_ROLLUP_SQL = """
 INSERT INTO {table} (node_id, bucket, gpus, {cols})
-SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), {sums}
+SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id) FILTER (WHERE g.parent_id IS NULL),
+       {sums}
 FROM (SELECT DISTINCT n.node_id, u.start
       FROM unnest(%(gpu)s::int[], %(start)s::timestamptz[]) AS u(gpu_id, start)
       JOIN inventory_gpu n ON n.id = u.gpu_id) t

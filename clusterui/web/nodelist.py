@@ -12,13 +12,15 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Avg, Count, Q
+from django.db.models import Avg, Count, Q, Sum
+from django.db.models.lookups import LessThan
 
 from clusterui.findings.models import Finding
 from clusterui.gpuhealth.classify import node_health
+from clusterui.inventory import counting
+from clusterui.inventory.counting import BUSY_UTIL_PCT
 from clusterui.inventory.models import Node, heard_at
 from clusterui.telemetry.models import GpuEvent
-from clusterui.web.snapshot import BUSY_UTIL_PCT
 
 EVENTS_WINDOW = dt.timedelta(hours=24)
 STATES = (("reporting", "Reporting"), ("silent", "Silent"))
@@ -51,10 +53,10 @@ class NodeRow:
     cluster: str
     name: str
     simulated: bool
-    gpus: int
-    allocated: int
+    gpus: int  # physical GPUs (a MIG-enabled GPU once, not its instances)
+    allocated: float  # GPUs' worth held by jobs: a MIG instance counts its share
     jobs: int
-    idle_allocated: int
+    idle_allocated: float  # likewise
     util: float | None  # mean over its GPUs' latest samples; None when silent
     sm: float | None
     heard: dt.datetime
@@ -68,15 +70,16 @@ class NodeRow:
 
 def node_rows(user, now: dt.datetime) -> list[NodeRow]:
     silent_before = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    # One row per GPU joined (gpus -> latest is one-to-one), so sums are not multiplied.
+    held = Q(gpus__latest__job__isnull=False)
+    share = counting.share("gpus__")
     nodes = (
         Node.objects.annotate(
             heard=heard_at(),
-            gpu_count=Count("gpus", distinct=True),
-            allocated=Count("gpus", filter=Q(gpus__latest__job__isnull=False), distinct=True),
+            gpu_count=Count("gpus", filter=counting.physical("gpus__"), distinct=True),
+            allocated=Sum(share, filter=held, default=0.0),
             jobs=Count("gpus__latest__job", distinct=True),
-            idle=Count("gpus", filter=Q(gpus__latest__job__isnull=False,
-                                        gpus__latest__util_pct__lt=BUSY_UTIL_PCT),
-                       distinct=True),
+            idle=Sum(share, filter=Q(held, LessThan(counting.busy_pct("gpus__"), BUSY_UTIL_PCT)), default=0.0),
             util=Avg("gpus__latest__util_pct"), sm=Avg("gpus__latest__sm_active_pct"))
         .values_list("id", "cluster__name", "name", "simulated", "gpu_count", "allocated",
                      "jobs", "idle", "util", "sm", "heard")
@@ -93,8 +96,9 @@ def node_rows(user, now: dt.datetime) -> list[NodeRow]:
         rows.append(NodeRow(
             id=pk, cluster=cluster, name=name, simulated=simulated, gpus=gpus,
             # A silent node's latest values are old: it holds nothing we can vouch for now.
-            allocated=0 if silent else allocated, jobs=0 if silent else jobs,
-            idle_allocated=0 if silent else idle, util=None if silent else util,
+            # Shares summed (7 x 1/7) are rounded back to what they add up to.
+            allocated=0 if silent else round(allocated, 4), jobs=0 if silent else jobs,
+            idle_allocated=0 if silent else round(idle, 4), util=None if silent else util,
             sm=None if silent else sm, heard=heard, silent=silent,
             findings=findings.get(pk, 0), events=events.get(pk, 0)))
         if pk in health:

@@ -1,18 +1,20 @@
 """The cluster now: every GPU's latest sample, from the small "latest" table kept by
-ingest, in one query whatever the cluster's size."""
+ingest, in one query whatever the cluster's size.
+
+One cell per physical GPU (``clusterui.inventory.counting``): a MIG-enabled GPU is one cell
+that sums its instances' shares (allocated, busy, idle), never a cell per instance."""
 
 import datetime as dt
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import BooleanField, ExpressionWrapper, Q, Value
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, Value
 from django.utils import timezone
 
+from clusterui.inventory import counting
+from clusterui.inventory.counting import BUSY_UTIL_PCT
 from clusterui.inventory.models import Gpu, heard_at
 from clusterui.jobs.models import visible_user_name
-
-# A GPU counts as busy at or above this NVML utilization.
-BUSY_UTIL_PCT = 10.0
 
 
 @dataclass
@@ -25,7 +27,13 @@ class GpuCell:
     sm_active: float | None
     job_id: int | None  # the allocation, when the viewer may see that job
     job_label: str = ""
-    allocated: bool = False
+    allocated: bool = False  # held by a job (a MIG GPU: any of its instances)
+    # GPUs' worth of this GPU held by jobs, busy, and held but idle: 0 or 1 for a whole
+    # GPU, the sum of its instances' shares for a MIG-enabled GPU (3 of 7 slices: 3/7).
+    allocated_share: float = 0.0
+    busy_share: float = 0.0
+    idle_share: float = 0.0
+    mig: bool = False  # a MIG-enabled GPU with instances: NVML gives it no utilization
 
 
 @dataclass
@@ -40,16 +48,24 @@ class Snapshot:
         return len(self.cells)
 
     @property
+    def mig(self) -> bool:
+        """Some GPU is split into MIG instances (the KPIs then count shares)."""
+        return any(c.mig for c in self.cells)
+
+    @property
     def reporting(self) -> list[GpuCell]:
         return [c for c in self.cells if c.util is not None]
 
     @property
-    def allocated(self) -> int:
-        return sum(c.allocated for c in self.cells)
+    def allocated(self) -> float:
+        """GPUs' worth held by jobs: a MIG instance counts its share of its GPU."""
+        return _total(c.allocated_share for c in self.cells)
 
     @property
-    def busy(self) -> int:
-        return sum(c.util >= BUSY_UTIL_PCT for c in self.reporting)
+    def busy(self) -> float:
+        """GPUs' worth busy now: NVML utilization at or above ``BUSY_UTIL_PCT``; a MIG
+        instance by its SM activity (NVML gives it no utilization), as its share."""
+        return _total(c.busy_share for c in self.cells)
 
     @property
     def mean_util(self) -> float | None:
@@ -57,10 +73,18 @@ class Snapshot:
         return sum(values) / len(values) if values else None
 
     @property
-    def idle_allocated(self) -> int:
-        """Allocated to a job yet below the busy threshold: the waste happening now."""
-        return sum(c.allocated and c.util is not None and c.util < BUSY_UTIL_PCT
-                   for c in self.cells)
+    def idle_allocated(self) -> float:
+        """Allocated to a job yet below the busy threshold: the waste happening now (a MIG
+        instance as its share)."""
+        return _total(c.idle_share for c in self.cells)
+
+
+__all__ = ["BUSY_UTIL_PCT", "GpuCell", "Snapshot", "cluster_snapshot"]  # the threshold too
+
+
+def _total(shares) -> float:
+    """Shares summed, rounded back to what they add up to (7 x 1/7 is 1, not 0.99...)."""
+    return round(sum(shares), 4)
 
 
 def cluster_snapshot(user, now: dt.datetime | None = None) -> Snapshot:
@@ -78,32 +102,49 @@ def cluster_snapshot(user, now: dt.datetime | None = None) -> Snapshot:
     else:
         visible = Q(latest__job__user=name)
     rows = (
-        Gpu.objects.order_by("node__cluster__name", "node__name", "index")
+        # A node's physical GPUs first, in index order, then its MIG instances: each
+        # instance finds its GPU's cell, whatever index it reports.
+        Gpu.objects.order_by("node__cluster__name", "node__name",
+                             F("parent_id").asc(nulls_first=True), "index")
         # Silent by arrival (Node.heard_at): a node back-filling old data is reporting.
         .annotate(heard=heard_at("node__"))
         .annotate(silent=Q(heard__lt=silent_before),
                   sampled=Q(latest__gpu_id__isnull=False),
                   visible=ExpressionWrapper(visible, output_field=BooleanField()))
-        .values_list("node_id", "node__name", "node__simulated", "silent", "index", "model",
-                     "sampled", "latest__util_pct", "latest__sm_active_pct", "latest__job_id",
+        .annotate(busy_pct=counting.busy_pct(), share=counting.share())
+        .values_list("id", "parent_id", "share", "busy_pct", "node_id", "node__name",
+                     "node__simulated", "silent", "index", "model", "sampled",
+                     "latest__util_pct", "latest__sm_active_pct", "latest__job_id",
                      "visible", "latest__job__external_id")
     )
     snap = Snapshot()
     seen_nodes: set[int] = set()
-    for (node_id, node, simulated, silent, index, model, sampled, util, sm, job_id, visible,
-         label) in rows:
+    physical: dict[int, GpuCell] = {}
+    for (pk, parent_id, share, busy_pct, node_id, node, simulated, silent, index, model,
+         sampled, util, sm, job_id, visible, label) in rows:
         if node_id not in seen_nodes:
             seen_nodes.add(node_id)
             snap.silent_nodes += silent
             snap.simulated |= simulated
         current = sampled and not silent
-        # Another user's job: the cell says "allocated" only.
-        shown = current and job_id is not None and visible
-        snap.cells.append(GpuCell(
-            node_id=node_id, node=node, index=index, model=model,
-            util=util if current else None, sm_active=sm if current else None,
-            job_id=job_id if shown else None, job_label=label if shown else "",
-            allocated=current and job_id is not None,
-        ))
+        held = current and job_id is not None
+        busy = current and busy_pct is not None and busy_pct >= BUSY_UTIL_PCT
+        idle = held and busy_pct is not None and busy_pct < BUSY_UTIL_PCT
+        if parent_id in physical:  # a MIG instance: its share, on its GPU's cell
+            cell = physical[parent_id]
+            cell.mig = True
+            cell.allocated |= held
+        else:
+            # Another user's job: the cell says "allocated" only.
+            shown = held and visible
+            cell = physical[pk] = GpuCell(
+                node_id=node_id, node=node, index=index, model=model,
+                util=util if current else None, sm_active=sm if current else None,
+                job_id=job_id if shown else None, job_label=label if shown else "",
+                allocated=held)
+            snap.cells.append(cell)
+        cell.allocated_share += share * held
+        cell.busy_share += share * busy
+        cell.idle_share += share * idle
     snap.nodes = len(seen_nodes)
     return snap

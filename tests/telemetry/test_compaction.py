@@ -388,3 +388,20 @@ def test_node_rollups_are_the_sums_of_the_gpu_rollups_and_the_migration_rebuilds
     editor.connection = connection
     migration.backfill(None, editor)
     assert {s: node_rows(s) for s in ("5m", "1h")} == before
+
+
+def test_node_rollups_count_a_mig_gpu_once_and_not_its_instances():
+    """A MIG-enabled GPU and its instances each send samples; the node rollup's ``gpus``
+    counts physical GPUs (clusterui.inventory.counting), here 2, not 4."""
+    node = rows.node("mig-a001", gpus=4, latest=False)
+    whole, mig, *instances = node.gpus.order_by("index")
+    for k, g in enumerate(instances):
+        g.parent, g.index, g.mig_profile, g.mig_gi_id, g.mig_share = mig, mig.index, \
+            "3g.40gb", k + 1, 3 / 7
+        g.save()
+    rows.gpu_samples([whole, mig, *instances], T0 + dt.timedelta(seconds=3),
+                     T0 + dt.timedelta(hours=1), util=util)
+    compaction.compact(NOW)
+    for suffix in ("5m", "1h"):
+        counts = {n for (n,) in fetch(f"SELECT DISTINCT gpus FROM telemetry_noderollup{suffix}")}
+        assert counts == {2}

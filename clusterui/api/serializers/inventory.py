@@ -7,6 +7,8 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from clusterui.inventory import counting
+from clusterui.inventory.counting import BUSY_UTIL_PCT
 from clusterui.inventory.models import Gpu, Nic, Node
 from clusterui.telemetry.metrics import GPU_METRIC_NAMES
 from clusterui.telemetry.models import GpuLatest, NicLatest
@@ -70,7 +72,8 @@ class NicSerializer(serializers.ModelSerializer):
 
 class NodeGpuSerializer(GpuSerializer):
     class Meta(GpuSerializer.Meta):
-        fields = ["id", "uuid", "index", "model", "memory_total_mib", "power_limit_w", "latest"]
+        fields = ["id", "uuid", "index", "model", "memory_total_mib", "power_limit_w",
+                  "parent_id", "mig_profile", "mig_share", "latest"]
 
 
 class NodeNicSerializer(NicSerializer):
@@ -83,14 +86,42 @@ class NodeSerializer(serializers.ModelSerializer):
     silent = serializers.SerializerMethodField(
         help_text="No batch from this node for longer than NODE_SILENT_AFTER_S: its latest "
                   "values are stale")
+    gpu_count = serializers.SerializerMethodField(
+        help_text="Physical GPUs: a MIG-enabled GPU counts once, its MIG instances (listed in "
+                  "gpus with a parent_id) not at all")
+    gpus_allocated = serializers.SerializerMethodField(
+        help_text="GPUs held by a job now (0 while silent); a MIG instance counts its share "
+                  "of its GPU (mig_share), so 3 of 7 slices held is 3/7")
+    gpus_idle_allocated = serializers.SerializerMethodField(
+        help_text="Of gpus_allocated, those below the busy threshold now (NVML utilization; "
+                  "a MIG instance: SM activity), as the nodes list counts them")
     gpus = NodeGpuSerializer(many=True, read_only=True)
     nics = NodeNicSerializer(many=True, read_only=True)
 
     class Meta:
         model = Node
         fields = ["id", "name", "cluster", "agent_version", "simulated", "sample_interval_s",
-                  "first_seen", "last_seen", "silent", "gpus", "nics"]
+                  "first_seen", "last_seen", "silent", "gpu_count", "gpus_allocated",
+                  "gpus_idle_allocated", "gpus", "nics"]
 
     def get_silent(self, obj) -> bool:
         now = self.context.get("now") or timezone.now()
         return now - obj.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+
+    def get_gpu_count(self, obj) -> int:
+        return sum(1 for g in obj.gpus.all() if g.parent_id is None)
+
+    def _held(self, obj) -> list:
+        """(GPU, latest) of the node's GPUs a job holds now; none while it is silent."""
+        if self.get_silent(obj):
+            return []
+        return [(g, g.latest) for g in obj.gpus.all()
+                if getattr(g, "latest", None) is not None and g.latest.job_id is not None]
+
+    def get_gpus_allocated(self, obj) -> float:
+        return round(sum(counting.share_of(g) for g, _ in self._held(obj)), 4)
+
+    def get_gpus_idle_allocated(self, obj) -> float:
+        idle = [g for g, latest in self._held(obj)
+                if (busy := counting.busy_pct_of(g, latest)) is not None and busy < BUSY_UTIL_PCT]
+        return round(sum(counting.share_of(g) for g in idle), 4)

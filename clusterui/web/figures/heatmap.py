@@ -20,6 +20,8 @@ NO_DATA = "#d5d9e0"
 
 
 def _label(cell) -> str:
+    if cell.mig:
+        return "MIG"
     if cell.util is None:
         return ""
     return f"{cell.util:.0f}" if cell.allocated else "free"
@@ -29,6 +31,8 @@ def _hover(cell) -> str:
     """Who the cell is (its utilization comes from z). Short and ASCII: a 1,000-node
     cluster ships 8,000 of them."""
     head = f"{escape(cell.node)} GPU {cell.index}"  # names are escaped: Plotly reads tags
+    if cell.mig:  # NVML gives a MIG-enabled GPU no utilization: say what is held of it
+        return f"{head}: MIG, {cell.allocated_share:.0%} allocated to jobs"
     if cell.util is None:
         return f"{head}: no current sample"
     if cell.job_label:

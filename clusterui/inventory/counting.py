@@ -1,0 +1,61 @@
+"""How GPUs are counted wherever a figure says "GPUs": physical GPUs, never MIG instances.
+
+A MIG-enabled GPU is stored as a GPU, and each of its MIG instances as a GPU of its own
+under it (``Gpu.parent``). Counting rows would count an H100 split into 7 instances as 8
+GPUs. The rules, one place for the ORM and the SQL of ``/metrics``:
+
+- **GPUs** are physical GPUs: rows without a parent (``physical``).
+- **Allocated** is each allocated row's share of a GPU (``share``): 1 for a whole GPU,
+  ``mig_share`` for a MIG instance (its slices over the GPU's, 1/7 for a 1g.10gb on an
+  H100). A MIG-enabled GPU itself is held by no job while its instances are listed
+  (``docs/collector.md``, "MIG instances"), so a GPU with 3 of 7 slices held is 3/7
+  allocated, and with all 7 held it is 1.
+- **Busy / idle** are judged on a row's busy figure (``busy_pct``): NVML utilization, and on
+  a MIG instance, where NVML gives none, its SM activity (GPM) where the GPU has it. An
+  instance with neither is neither busy nor idle, as in job efficiency.
+"""
+
+from django.db.models import Case, F, FloatField, Q, Value, When
+from django.db.models.functions import Coalesce
+
+# A GPU counts as busy at or above this utilization (NVML; a MIG instance's SM activity).
+BUSY_UTIL_PCT = 10.0
+
+
+def physical(prefix: str = "") -> Q:
+    """The GPUs a user counts: whole GPUs and MIG-enabled GPUs, not their instances
+    (``Gpu.objects.physical()`` for GPUs themselves). ``prefix`` reaches the GPU through
+    a relation (``"gpus__"`` from a node)."""
+    return Q(**{f"{prefix}parent__isnull": True})
+
+
+def share(prefix: str = ""):
+    """How much of a GPU a row is: 1, or a MIG instance's ``mig_share``."""
+    return Coalesce(F(f"{prefix}mig_share"), Value(1.0), output_field=FloatField())
+
+
+def busy_pct(prefix: str = ""):
+    """The row's busy figure now, from its latest sample (see the module docstring)."""
+    return Case(
+        When(**{f"{prefix}parent__isnull": True}, then=F(f"{prefix}latest__util_pct")),
+        default=Coalesce(F(f"{prefix}latest__util_pct"), F(f"{prefix}latest__sm_active_pct")),
+        output_field=FloatField())
+
+
+# The same rules in SQL, for the hand-written queries of /metrics: ``g`` is inventory_gpu,
+# ``l`` its telemetry_gpulatest row.
+SQL_PHYSICAL = "g.parent_id IS NULL"
+SQL_SHARE = "COALESCE(g.mig_share, 1)"
+SQL_BUSY_PCT = ("CASE WHEN g.parent_id IS NULL THEN l.util_pct "
+                "ELSE COALESCE(l.util_pct, l.sm_active_pct) END")
+
+
+# The same rules on GPUs already loaded with their latest sample (the API's nodes).
+def share_of(gpu) -> float:
+    return gpu.mig_share if gpu.mig_share is not None else 1.0
+
+
+def busy_pct_of(gpu, latest) -> float | None:
+    if gpu.parent_id is None or latest.util_pct is not None:
+        return latest.util_pct
+    return latest.sm_active_pct
