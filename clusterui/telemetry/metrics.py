@@ -73,8 +73,11 @@ JOB_SAMPLE_COLUMNS = ("ts", "job_id", "node_id", *JOB_METRIC_NAMES)
 # The packed tier and the rollups (migrations 0003 and 0004, written by compaction): chunks
 # and 1- and 5-minute rollups have day partitions, 1-hour rollups month partitions.
 GPU_CHUNK_TABLE = "telemetry_gpuchunk"
-GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1m", 300: "telemetry_gpurollup5m",
+# The GPU rollups by bucket width: the 1- and 5-minute ones packed, one blob per (GPU, hour)
+# (migration 0009, ``rollupcodec.py``), the 1-hour one a row per (GPU, hour).
+GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1mpack", 300: "telemetry_gpurollup5mpack",
                      3600: "telemetry_gpurollup1h"}
+GPU_PACKED_ROLLUP_WIDTHS = frozenset((60, 300))
 JOB_ROLLUP_TABLES = {60: "telemetry_jobrollup1m", 3600: "telemetry_jobrollup1h"}
 # NIC rollups (migration 0005, kept by compaction from the raw NIC rows, which stay), day
 # partitions; and the (NIC, hour)s whose rollups are due (ingest marks them).

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import connection
 
-from clusterui.telemetry import codec, partitions, pgcopy
+from clusterui.telemetry import codec, partitions, pgcopy, rollupcodec
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
+    GPU_PACKED_ROLLUP_WIDTHS,
     GPU_ROLLUP_TABLES,
     GPU_SAMPLE_TABLE,
     JOB_ROLLUP_TABLES,
@@ -189,7 +190,7 @@ FROM (
                     ELSE COALESCE(r.sm_active_pct_n, r.n) END AS sm_k,
                CASE WHEN r.power_w_avg IS NULL THEN 0
                     ELSE COALESCE(r.power_w_n, r.n) END AS power_k
-        FROM telemetry_gpurollup1m r
+        FROM {source} r
         WHERE r.job_id = t.job_id AND r.bucket >= t.hour
           AND r.bucket < t.hour + interval '1 hour'
           AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
@@ -218,7 +219,7 @@ ON CONFLICT (node_id, bucket) DO UPDATE SET gpus = EXCLUDED.gpus, {updates}
 """
 
 
-def _node_rollup_sql(width: int) -> str:
+def _node_rollup_sql(width: int, source: str) -> str:
     cols = ", ".join(f"{m}_sum, {m}_n" for m in NODE_ROLLUP_METRICS)
     sums = ", ".join(
         f"sum(r.{m}_avg::float8 * COALESCE(r.{m}_n, r.n)), "
@@ -227,7 +228,7 @@ def _node_rollup_sql(width: int) -> str:
     updates = ", ".join(f"{m}_{k} = EXCLUDED.{m}_{k}" for m in NODE_ROLLUP_METRICS
                         for k in ("sum", "n"))
     return _NODE_ROLLUP_SQL.format(table=NODE_ROLLUP_TABLES[width], cols=cols, sums=sums,
-                                   updates=updates, source=GPU_ROLLUP_TABLES[width])
+                                   updates=updates, source=source)
 
 
 _DELETE_JOB_HOURS = """
@@ -272,7 +273,8 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
         cur = wrapper.cursor
         if replace:
             for table, col in ((GPU_CHUNK_TABLE, "start"),
-                               *((t, "bucket") for t in GPU_ROLLUP_TABLES.values())):
+                               *((t, "start" if w in GPU_PACKED_ROLLUP_WIDTHS else "bucket")
+                                 for w, t in GPU_ROLLUP_TABLES.items())):
                 cur.execute(_DELETE_HOURS.format(table=table, col=col), [gpus, starts, lo, hi])
         with cur.copy(f"COPY {GPU_CHUNK_TABLE} (gpu_id, start, n, data) FROM STDIN "
                       "(FORMAT BINARY)") as copy:
@@ -282,26 +284,90 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
                                 codec.pack(b.start, b.ts, b.job, b.values, b.nulls)))
         out.chunks = len(blocks)
         out.samples = sum(len(b) for _, b in blocks)
-        minute = gpu_rollup(blocks, 60, by_job=True)
-        five = gpu_rollup(blocks, 300, by_job=True)
+        for width in sorted(GPU_PACKED_ROLLUP_WIDTHS):
+            with cur.copy(f"COPY {GPU_ROLLUP_TABLES[width]} (gpu_id, start, n, data) FROM STDIN "
+                          "(FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "timestamptz", "int4", "bytea"])
+                for (g, b), start in zip(blocks, starts, strict=True):
+                    copy.write_row((g, start, len(b), rollupcodec.pack_hour(b, width)))
+            out.rollup_rows += len(blocks)
         hour = gpu_rollup(blocks, 3600, by_job=False)
-        out.rollup_rows = copy_arrays(cur, GPU_ROLLUP_TABLES[60], _rollup_columns(minute))
-        out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[300], _rollup_columns(five))
         out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[3600], _rollup_columns(hour))
+        # The nodes' 5-minute sums from every GPU of theirs in these hours (the others may
+        # have been packed by an earlier transaction), decoded from the 5-minute blobs.
+        cur.execute("SELECT g.id FROM inventory_gpu g WHERE g.node_id IN "
+                    "(SELECT node_id FROM inventory_gpu WHERE id = ANY(%s))", [gpus])
+        node_gpus = [r[0] for r in cur.fetchall()]
         for width in NODE_ROLLUP_TABLES:
-            cur.execute(_node_rollup_sql(width), {"gpu": gpus, "start": starts, "lo": lo,
-                                                  "hi": hi})
-        pairs = {(int(j), int(b - b % HOUR_MS)) for j, b in zip(minute.job, minute.bucket,
-                                                                strict=True) if j}
+            params = {"gpu": gpus, "start": starts, "lo": lo, "hi": hi}
+            if width in GPU_PACKED_ROLLUP_WIDTHS:
+                params.update(_unpacked_rows(cur, width, node_gpus, starts, lo, hi))
+                source = _UNPACKED_SOURCE
+            else:
+                source = GPU_ROLLUP_TABLES[width]
+            cur.execute(_node_rollup_sql(width, source), params)
+        pairs = {(int(j), int(b.start)) for _, b in blocks for j in np.unique(b.job) if j}
         out.jobs = len({j for j, _ in pairs})
         if pairs:
             params = {"job": [j for j, _ in pairs], "hour": [ms_to_dt(h) for _, h in pairs],
                       "lo": lo, "hi": hi, "origin": ORIGIN}
+            # The 1-minute blobs of every GPU the jobs had in these hours: their allocations,
+            # and the GPUs written here (a sample's job is what its batch said).
+            cur.execute("SELECT DISTINCT gpu_id FROM jobs_jobgpu WHERE job_id = ANY(%s)",
+                        [params["job"]])
+            job_gpus = sorted({r[0] for r in cur.fetchall()} | set(gpus))
+            hours = sorted({h for _, h in pairs})
+            params.update(_unpacked_rows(cur, 60, job_gpus, [ms_to_dt(h) for h in hours],
+                                         ms_to_dt(hours[0]),
+                                         ms_to_dt(hours[-1]) + dt.timedelta(hours=1)))
             for width, table in JOB_ROLLUP_TABLES.items():
                 if replace:
                     cur.execute(_DELETE_JOB_HOURS.format(table=table), params)
-                cur.execute(_JOB_ROLLUP_SQL.format(table=table),
+                cur.execute(_JOB_ROLLUP_SQL.format(table=table, source=_UNPACKED_SOURCE),
                             {**params, "width": dt.timedelta(seconds=width)})
+    return out
+
+
+# The packed rollups' rows that the job and node rollups read, as a relation: arrays
+# from ``_unpacked_rows`` (the means as sum / count; NaN where no sample reported it).
+_UNPACKED = ("util_pct", "sm_active_pct", "power_w")
+_UNPACKED_SOURCE = (
+    "(SELECT gpu_id, job_id, 'epoch'::timestamptz + b * interval '1 millisecond' AS bucket, n, "
+    + ", ".join(f"NULLIF({m}_avg, 'NaN') AS {m}_avg, {m}_n" for m in _UNPACKED)
+    + ", mem_used_mib_max FROM unnest(%(r_gpu)s::int[], %(r_job)s::int[], %(r_b)s::int8[], "
+    "%(r_n)s::int[], "
+    + ", ".join(f"%(r_{m}_avg)s::float8[], %(r_{m}_n)s::int[]" for m in _UNPACKED)
+    + ", %(r_mem)s::int[]) AS u(gpu_id, job_id, b, n, "
+    + ", ".join(f"{m}_avg, {m}_n" for m in _UNPACKED) + ", mem_used_mib_max))")
+
+
+def _unpacked_rows(cur, width: int, gpus, hours, lo, hi) -> dict[str, list]:
+    """The ``width`` rollup blobs of these GPUs and hours, decoded into the parameters of
+    ``_UNPACKED_SOURCE``."""
+    cur.execute(f"SELECT gpu_id, data FROM {GPU_ROLLUP_TABLES[width]} WHERE gpu_id = ANY(%s) "
+                "AND start = ANY(%s) AND start >= %s AND start < %s", [gpus, hours, lo, hi])
+    parts = [(g, rollupcodec.unpack(bytes(data))) for g, data in cur.fetchall()]
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "r_gpu", "r_job", "r_b", "r_n", "r_mem",
+        *(f"r_{m}_{a}" for m in _UNPACKED for a in ("avg", "n")))}
+    for g, r in parts:
+        cols["r_gpu"].append(np.full(len(r), g, np.int64))
+        cols["r_job"].append(r.job)
+        cols["r_b"].append(r.bucket)
+        cols["r_n"].append(r.n)
+        cols["r_mem"].append(np.where(r.k["mem_used_mib"] > 0,
+                                      r.stats["mem_used_mib"]["max"], -1))
+        for m in _UNPACKED:
+            k = r.k[m]
+            cols[f"r_{m}_avg"].append(np.where(k > 0, r.stats[m]["sum"] / np.maximum(k, 1),
+                                               np.nan))
+            cols[f"r_{m}_n"].append(k)
+    out = {}
+    for key, arrays in cols.items():
+        values = np.concatenate(arrays).tolist() if arrays else []
+        if key == "r_mem":
+            values = [None if v < 0 else v for v in values]
+        out[key] = values
     return out
 
 

@@ -15,6 +15,7 @@ from clusterui.telemetry import compaction, packed, partitions
 from clusterui.telemetry.series import gpu_series
 from clusterui.telemetry.tasks import maintain_partitions
 from tests import rows
+from tests.telemetry.packed_rollups import rollup_rows
 
 pytestmark = pytest.mark.django_db
 # Most tests here keep the two newest closed hours hot (RAW_HOT_MINUTES=120), so that a
@@ -109,8 +110,8 @@ def test_the_rollups_equal_sql_over_the_raw_rows(cluster):
         FROM telemetry_gpusample WHERE ts < %s GROUP BY 1, 2 ORDER BY 1, 2
         """, [NOW - dt.timedelta(hours=2)])
     compaction.compact(NOW)
-    got = fetch("SELECT gpu_id, bucket, n, util_pct_avg, power_w_max, sm_active_pct_min, "
-                "mem_used_mib_max FROM telemetry_gpurollup1m ORDER BY 1, 2")
+    got = rollup_rows(60, "gpu_id, bucket, n, util_pct_avg, power_w_max, sm_active_pct_min, "
+                      "mem_used_mib_max")
     assert len(got) == len(gpu_minutes) == 2 * 120
     for g, w in zip(got, gpu_minutes, strict=True):
         assert g[:3] == w[:3] and g[6] == w[6]
@@ -131,9 +132,9 @@ def test_the_5_minute_rollups_equal_sql_over_the_raw_rows(cluster):
         FROM telemetry_gpusample WHERE ts < %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         """, [NOW - dt.timedelta(hours=2)])
     compaction.compact(NOW)
-    got = fetch("SELECT gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, "
-                "sm_active_pct_min, mem_used_mib_max, energy_j_min, energy_j_max, "
-                "throttle_reasons_or FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
+    got = rollup_rows(300, "gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, "
+                      "sm_active_pct_min, mem_used_mib_max, energy_j_min, energy_j_max, "
+                      "throttle_reasons_or")
     assert len(got) == len(want) == 2 * 24
     for g, w in zip(got, want, strict=True):
         assert g[:4] == w[:4] and g[7:] == w[7:]  # energy and throttling: null here
@@ -183,8 +184,8 @@ def test_late_data_merges_into_its_chunk_and_its_rollups(cluster):
                  [g.id, hour]) == [(361,)]
     block = packed.raw_samples([g.id], hour, hour + dt.timedelta(minutes=1))[0][1]
     assert block.values["util_pct"][:2].tolist() == [11.0, 99.0]  # the newest write wins
-    n, util_max = fetch("SELECT n, util_pct_max FROM telemetry_gpurollup1m WHERE gpu_id = %s "
-                        "AND bucket = %s", [g.id, hour])[0]
+    n, util_max = next(r[2:] for r in rollup_rows(60, "gpu_id, bucket, n, util_pct_max")
+                       if r[:2] == (g.id, hour))
     assert n == 7 and util_max == 99.0
     assert fetch("SELECT n FROM telemetry_gpurollup1h WHERE gpu_id = %s AND bucket = %s",
                  [g.id, hour]) == [(361,)]
@@ -249,7 +250,7 @@ def test_retention_drops_the_raw_chunks_and_keeps_the_rollups():
     maintain_partitions()
     partitions.forget_known()
     assert fetch("SELECT count(*) FROM telemetry_gpuchunk") == [(0,)]
-    assert fetch("SELECT count(*) FROM telemetry_gpurollup1m") == [(60,)]
+    assert len(rollup_rows(60, "n")) == 60
     end = old + dt.timedelta(hours=1)
     per_minute = gpu_series([gpu.id], ["util_pct"], old, end, step=60).values[gpu.id]
     assert all(v is not None for v in per_minute["util_pct"])
@@ -265,7 +266,7 @@ def test_long_ranges_read_the_rollups(cluster):
             for step in (60, 3600)}
     fetch("DELETE FROM telemetry_gpuchunk RETURNING 1")
     assert gpu_series(ids, ["util_pct"], start, end, step=60).values == want[60]
-    fetch("DELETE FROM telemetry_gpurollup1m RETURNING 1")
+    fetch("DELETE FROM telemetry_gpurollup1mpack RETURNING 1")
     assert gpu_series(ids, ["util_pct"], start, end, step=3600).values == want[3600]
     # What a rollup cannot answer comes from the packed tier, gone here.
     energy = gpu_series(ids, ["energy_j"], start, end, step=3600, agg="avg").values
@@ -301,15 +302,15 @@ def test_each_rollup_goes_after_its_own_retention(settings):
     rows.gpu_samples([gpu], old, old + dt.timedelta(hours=1), util=util, job=job)
     compaction.compact(NOW)
     counts = ("SELECT (SELECT count(*) FROM telemetry_gpuchunk), "
-              "(SELECT count(*) FROM telemetry_gpurollup1m), "
+              "(SELECT count(*) FROM telemetry_gpurollup1mpack), "
               "(SELECT count(*) FROM telemetry_jobrollup1m), "
-              "(SELECT count(*) FROM telemetry_gpurollup5m), "
+              "(SELECT count(*) FROM telemetry_gpurollup5mpack), "
               "(SELECT count(*) FROM telemetry_gpurollup1h), "
               "(SELECT count(*) FROM telemetry_jobrollup1h)")
-    assert fetch(counts) == [(1, 60, 60, 12, 1, 1)]
+    assert fetch(counts) == [(1, 1, 60, 1, 1, 1)]  # one blob per (GPU, hour)
     maintain_partitions()
     partitions.forget_known()
-    assert fetch(counts) == [(0, 0, 0, 12, 1, 1)]
+    assert fetch(counts) == [(0, 0, 0, 1, 1, 1)]
     five = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=1), step=300)
     assert all(v is not None for v in five.values[gpu.id]["util_pct"])
     settings.ROLLUP_5M_RETENTION_DAYS = 10
@@ -321,40 +322,58 @@ def test_each_rollup_goes_after_its_own_retention(settings):
         np.mean([util(gpu, k) for k in range(360)]), abs=0.006)
 
 
-def test_the_migration_fills_the_5_minute_rollups_from_the_1_minute_ones(cluster):
+def test_the_migration_packs_the_rollup_rows_of_before(cluster):
+    """Migration 0009 packs the row tables' 1- and 5-minute rollups into blobs that read
+    back as the rows were (the means within the float4 they were kept as)."""
     from importlib import import_module
     from types import SimpleNamespace
 
-    migration = import_module("clusterui.telemetry.migrations.0004_gpurollup5m")
+    migration = import_module("clusterui.telemetry.migrations.0009_packed_gpu_rollups")
     compaction.compact(NOW)
-    columns = ("gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, sm_active_pct_min, "
-               "mem_used_mib_max, energy_j_last, throttle_reasons_or")
-    want = fetch(f"SELECT {columns} FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
-    fetch("DELETE FROM telemetry_gpurollup5m RETURNING 1")
-    migration.backfill(None, SimpleNamespace(connection=connection))
-    got = fetch(f"SELECT {columns} FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
-    assert len(got) == len(want) == 2 * 24
-    for g, w in zip(got, want, strict=True):
-        assert g[:4] == w[:4] and g[7:] == w[7:]
-        assert g[4:7] == pytest.approx(w[4:7], abs=0.006)
+    columns = ("gpu_id, bucket, job_id, n, util_pct_avg, util_pct_n, power_w_max, "
+               "sm_active_pct_min, mem_used_mib_max, energy_j_min, energy_j_max, energy_j_last, "
+               "throttle_reasons_or")
+    names = [c.strip() for c in columns.split(",")]
+    gauges = ", ".join(f"{m}_avg real, {m}_n int, {m}_max float8, {m}_min float8"
+                       for m in migration.GAUGES)
+    want = {}
+    for source, (target, width) in migration.TABLES.items():
+        want[width] = rollup_rows(width, columns)
+        old = rollup_rows(width, "gpu_id, bucket, job_id, n, throttle_reasons_or, energy_j_min, "
+                                 "energy_j_max, energy_j_last, " + ", ".join(
+                                     f"{m}_avg, {m}_n, {m}_max, {m}_min" for m in migration.GAUGES))
+        day = NOW.date() - dt.timedelta(days=1)
+        with connection.cursor() as cur:
+            cur.execute(f"""CREATE TABLE {source} (gpu_id int, bucket timestamptz, job_id int,
+                  n int, throttle_reasons_or bigint, energy_j_min float8, energy_j_max float8,
+                  energy_j_last float8, {gauges}) PARTITION BY RANGE (bucket)""")
+            for d in (day, day + dt.timedelta(days=1)):  # day partitions, as the tables had
+                cur.execute(f"""CREATE TABLE {source}_p{d:%Y%m%d} PARTITION OF {source}
+                      FOR VALUES FROM ('{d}') TO ('{d + dt.timedelta(days=1)}')""")
+            cur.executemany(f"INSERT INTO {source} VALUES ({', '.join(['%s'] * len(old[0]))})",
+                            old)
+        fetch(f"DELETE FROM {target} RETURNING 1")
+    migration.pack_rows(None, SimpleNamespace(connection=connection))
+    for width, rows_before in want.items():
+        got = rollup_rows(width, columns)
+        assert len(got) == len(rows_before) > 0
+        for g, w in zip(got, rows_before, strict=True):
+            g, w = dict(zip(names, g, strict=True)), dict(zip(names, w, strict=True))
+            assert g.pop("util_pct_avg") == pytest.approx(w.pop("util_pct_avg"), rel=1e-6)
+            assert g == w
+    assert fetch("SELECT to_regclass('telemetry_gpurollup1m'), "
+                 "to_regclass('telemetry_gpurollup5m')") == [(None, None)]
 
 
-def test_node_rollups_are_the_sums_of_the_gpu_rollups_and_the_migration_rebuilds_them(
-        cluster):
-    """Compaction sums each node's GPUs into the node rollups the cluster history reads;
-    migration 0007 builds the same rows from GPU rollups already stored."""
-    import importlib
-
-    from django.db import connection
-
+def test_node_rollups_are_the_sums_of_the_gpu_rollups(cluster):
+    """Compaction sums each node's GPUs into the node rollups the cluster history reads
+    (migration 0007's backfill read the 5-minute row table that migration 0009 packed)."""
     raw = fetch("SELECT date_trunc('hour', ts), avg(util_pct) FROM telemetry_gpusample "
                 "WHERE ts < %s GROUP BY 1 ORDER BY 1", [NOW - dt.timedelta(hours=2)])
     compaction.compact(NOW)
     want = {
-        "5m": fetch("SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), "
-                    "sum(r.util_pct_avg::float8 * COALESCE(r.util_pct_n, r.n)), "
-                    "sum(COALESCE(r.power_w_n, r.n)) FROM telemetry_gpurollup5m r "
-                    "JOIN inventory_gpu g ON g.id = r.gpu_id GROUP BY 1, 2 ORDER BY 1, 2"),
+        "5m": _node_sums(rollup_rows(300, "gpu_id, bucket, util_pct_avg, util_pct_n, n, "
+                                          "power_w_n")),
         "1h": fetch("SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), "
                     "sum(r.util_pct_avg::float8 * COALESCE(r.util_pct_n, r.n)), "
                     "sum(COALESCE(r.power_w_n, r.n)) FROM telemetry_gpurollup1h r "
@@ -376,15 +395,18 @@ def test_node_rollups_are_the_sums_of_the_gpu_rollups_and_the_migration_rebuilds
                   "ORDER BY 1")
     assert [b for b, _ in means] == [h for h, _ in raw]
     assert all(abs(m - r) < 1e-3 for (_, m), (_, r) in zip(means, raw, strict=True))
-    before = {s: node_rows(s) for s in ("5m", "1h")}
-    with connection.cursor() as cur:
-        cur.execute("TRUNCATE telemetry_noderollup5m, telemetry_noderollup1h")
-    migration = importlib.import_module("clusterui.telemetry.migrations.0007_node_rollups")
 
-    class Editor:
-        pass
 
-    editor = Editor()
-    editor.connection = connection
-    migration.backfill(None, editor)
-    assert {s: node_rows(s) for s in ("5m", "1h")} == before
+def _node_sums(gpu_rows):
+    """(node, bucket, GPUs, sum of util x its count, power count) from packed GPU rollup rows
+    (gpu_id, bucket, util_pct_avg, util_pct_n, n, power_w_n), as the node rollups keep them."""
+    from clusterui.inventory.models import Gpu
+
+    node_of = dict(Gpu.objects.values_list("id", "node_id"))
+    sums = {}
+    for gpu_id, bucket, avg, util_n, n, power_n in gpu_rows:
+        key = (node_of[gpu_id], bucket)
+        gpus, util, power = sums.get(key, (set(), 0.0, 0))
+        sums[key] = (gpus | {gpu_id}, util + (avg or 0) * (n if util_n is None else util_n),
+                     power + (n if power_n is None else power_n))
+    return [(k[0], k[1], len(g), u, p) for k, (g, u, p) in sorted(sums.items())]

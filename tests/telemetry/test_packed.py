@@ -9,6 +9,7 @@ from django.db import connection
 
 from clusterui.telemetry import codec, packed
 from tests import rows
+from tests.telemetry.packed_rollups import rollup_rows
 
 pytestmark = pytest.mark.django_db
 HOUR = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
@@ -49,9 +50,8 @@ def test_write_hours_makes_chunks_and_rollups_and_replaces_them():
     got = packed.raw_samples([g1.id], HOUR, HOUR + dt.timedelta(hours=1))
     assert got[0][0] == g1.id and np.array_equal(got[0][1].ts, blocks[0][1].ts)
 
-    minute = fetch("SELECT n, util_pct_avg, power_w_min, mem_used_mib_max, throttle_reasons_or,"
-                   " energy_j_last FROM telemetry_gpurollup1m WHERE gpu_id = %s "
-                   "ORDER BY bucket", [g1.id])
+    minute = rollup_rows(60, "n, util_pct_avg, power_w_min, mem_used_mib_max, "
+                         "throttle_reasons_or, energy_j_last", "gpu_id = %s", [g1.id])
     assert len(minute) == 60
     assert minute[0][:2] == (6, 40.0)
     assert minute[0][3] == 5 and minute[0][4] == 4 and minute[0][5] is None
