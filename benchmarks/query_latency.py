@@ -802,8 +802,8 @@ def main() -> int:
         else:
             with connection.cursor() as cur:
                 cur.execute("TRUNCATE telemetry_gpusample, telemetry_gpuchunk, "
-                            "telemetry_gpurollup1m, telemetry_gpurollup5m, telemetry_gpurollup1h, "
-                            "telemetry_jobrollup1m, "
+                            "telemetry_gpurollup1mpack, telemetry_gpurollup5mpack, "
+                            "telemetry_gpurollup1h, "
                             "telemetry_jobrollup1h, telemetry_nicsample, telemetry_jobsample")
             info = build_telemetry(done["jobs"], nodes, day_nodes)
         record_step(step, time.perf_counter() - began, info)

@@ -78,7 +78,8 @@ GPU_CHUNK_TABLE = "telemetry_gpuchunk"
 GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1mpack", 300: "telemetry_gpurollup5mpack",
                      3600: "telemetry_gpurollup1h"}
 GPU_PACKED_ROLLUP_WIDTHS = frozenset((60, 300))
-JOB_ROLLUP_TABLES = {60: "telemetry_jobrollup1m", 3600: "telemetry_jobrollup1h"}
+# Per job and hour (the trends page); a 1-minute one was dropped by migration 0010: no reader.
+JOB_ROLLUP_TABLES = {3600: "telemetry_jobrollup1h"}
 # NIC rollups (migration 0005, kept by compaction from the raw NIC rows, which stay), day
 # partitions; and the (NIC, hour)s whose rollups are due (ingest marks them).
 NIC_ROLLUP_TABLES = {60: "telemetry_nicrollup1m", 300: "telemetry_nicrollup5m"}
