@@ -89,6 +89,7 @@ def main() -> None:
         JOB_ROLLUP_TABLES,
         NIC_ROLLUP_TABLES,
         NIC_SAMPLE_TABLE,
+        NODE_ROLLUP_TABLES,
     )
 
     # A whole day (midnight to midnight) three days ago: every hour of it is closed, and
@@ -145,7 +146,8 @@ def main() -> None:
         packed = sizes(conn, GPU_CHUNK_TABLE)
         blob = conn.execute(f"SELECT avg(octet_length(data)) FROM {GPU_CHUNK_TABLE}").fetchone()[0]
         rollups = []
-        for table in (*GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values()):
+        for table in (*GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values(),
+                      *NODE_ROLLUP_TABLES.values()):
             n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             rollups.append((table, n, sum(sizes(conn, table))))
         # NIC rollups (compaction recomputed every closed NIC hour): per raw NIC sample.
@@ -177,10 +179,35 @@ def main() -> None:
     print()
     print("rollups (heap + TOAST + indexes)")
     for table, n, size in rollups:
-        print(f"  {table:22s}: {size / samples:7.2f} bytes per GPU sample "
+        print(f"  {table:26s}: {size / samples:7.2f} bytes per GPU sample "
               f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
     total = sum(size for _, _, size in rollups)
     print(f"  all rollups          : {total / samples:7.2f} bytes per GPU sample")
+    # At steady state each table holds its retention's worth of data: per GPU sample that
+    # the raw tier keeps (RAW_RETENTION_DAYS of them), a table costs its bytes per sample x
+    # its retention / the raw retention. The hot table holds the hour being written and the
+    # one waiting RAW_HOT_MINUTES, at most (compaction deletes, the vacuum task or autovacuum
+    # makes the room reusable): counted as 2 hours of its measured bytes.
+    raw_days = settings.RAW_RETENTION_DAYS
+    keep = {GPU_CHUNK_TABLE: raw_days}
+    for width, days in ((60, settings.ROLLUP_1M_RETENTION_DAYS),
+                        (300, settings.ROLLUP_5M_RETENTION_DAYS),
+                        (3600, settings.ROLLUP_1H_RETENTION_DAYS)):
+        for tables in (GPU_ROLLUP_TABLES, JOB_ROLLUP_TABLES, NODE_ROLLUP_TABLES):
+            if width in tables:
+                keep[tables[width]] = days
+    steady = [(GPU_SAMPLE_TABLE, sum(hot) / samples, 2 / 24)]
+    steady.append((GPU_CHUNK_TABLE, sum(packed) / samples, raw_days))
+    steady += [(table, size / samples, keep[table]) for table, _, size in rollups]
+    print()
+    print(f"steady state at the default retentions (per GPU sample of the {raw_days} days "
+          "raw retention keeps: bytes per sample x days kept / raw days)")
+    for table, per_sample, days in steady:
+        print(f"  {table:26s}: {per_sample * days / raw_days:7.2f}  ({per_sample:.2f} B x "
+              f"{days:g} d / {raw_days} d)")
+    print(f"  all GPU telemetry tables  : "
+          f"{sum(p * d / raw_days for _, p, d in steady):7.2f} bytes per GPU sample "
+          "(issue 17's target: <= 46.6, Prometheus on the rig's data)")
     print()
     print(f"NIC samples ({nic_samples:,}, raw rows that stay) and their rollups "
           "(heap + TOAST + indexes)")
