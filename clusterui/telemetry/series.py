@@ -30,7 +30,9 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from clusterui.telemetry import codec, packed, rollupcodec
 from clusterui.telemetry.metrics import (
@@ -68,12 +70,31 @@ class SeriesError(ValueError):
 def pick_step(start: dt.datetime, end: dt.datetime, *, max_points: int = MAX_POINTS,
               minimum: float = 1) -> int:
     """The finest bucket that keeps the range within ``max_points``, and no finer than
-    ``minimum`` (the collectors' sampling interval: finer buckets would be half empty)."""
+    ``minimum`` (the collectors' sampling interval: finer buckets would be half empty) or
+    than the finest tier retention still keeps for ``start`` (``retained_minimum``)."""
+    minimum = max(minimum, retained_minimum(start))
     span = (end - start).total_seconds()
     for step in STEPS:
         if step >= minimum and span / step <= max_points:
             return step
     return STEPS[-1]
+
+
+def retained_minimum(start: dt.datetime, now: dt.datetime | None = None) -> int:
+    """The finest step whose tier still holds data from ``start`` (retention drops whole
+    day partitions, oldest first): raw samples (any step) for ``RAW_RETENTION_DAYS``, then
+    the 1-minute rollups (steps of whole minutes) for ``ROLLUP_1M_RETENTION_DAYS``, the
+    5-minute ones (steps of 5 minutes) for ``ROLLUP_5M_RETENTION_DAYS``, then hours. A chart
+    of an old range reads the coarser tier that is there rather than a finer one that was
+    dropped (a blank chart)."""
+    age = (now or timezone.now()) - start
+    out = 1
+    for days, step in ((settings.RAW_RETENTION_DAYS, 60),
+                       (settings.ROLLUP_1M_RETENTION_DAYS, 300),
+                       (settings.ROLLUP_5M_RETENTION_DAYS, 3600)):
+        if age > dt.timedelta(days=days):
+            out = max(out, step)
+    return out
 
 
 @dataclass

@@ -251,6 +251,25 @@ def test_retention_drops_the_raw_chunks_and_keeps_the_rollups():
     assert all(v is not None for v in per_minute["util_pct"])
     raw = gpu_series([gpu.id], ["util_pct"], old, end, step=10).values[gpu.id]
     assert all(v is None for v in raw["util_pct"])
+    # Without a step, a chart of that hour gets the finest tier still kept: 1 minute.
+    chart = gpu_series([gpu.id], ["util_pct"], old, end)
+    assert chart.step == 60 and None not in chart.values[gpu.id]["util_pct"]
+
+
+def test_a_chart_past_a_tiers_retention_reads_the_next_coarser_tier(settings):
+    settings.ROLLUP_1M_RETENTION_DAYS = 10
+    node = rows.node(gpus=1, latest=False)
+    gpu = node.gpus.get()
+    old = NOW - dt.timedelta(days=20)
+    rows.gpu_samples([gpu], old, old + dt.timedelta(hours=1), util=util)
+    compaction.compact(NOW)
+    maintain_partitions()
+    partitions.forget_known()
+    assert rollup_rows(60, "n") == [] and len(rollup_rows(300, "n")) == 12
+    # Six hours would be drawn at 1 minute (the 6 h preset): those are gone, 5 minutes not.
+    chart = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=6))
+    assert chart.step == 300
+    assert all(v is not None for v in chart.values[gpu.id]["util_pct"][:12])
 
 
 def test_long_ranges_read_the_rollups(cluster):
