@@ -235,7 +235,9 @@ def test_a_second_run_meanwhile_returns_at_once(cluster):
     assert compaction.compact(NOW).rows == 4 * 360
 
 
-def test_retention_drops_the_raw_chunks_and_keeps_the_rollups():
+def test_retention_drops_the_raw_chunks_and_keeps_the_rollups(settings):
+    settings.RAW_RETENTION_DAYS = 14  # the data (20 days old) is past it, not the rollups'
+    settings.ROLLUP_1M_RETENTION_DAYS = 30
     node = rows.node(gpus=1, latest=False)
     gpu = node.gpus.get()
     old = NOW - dt.timedelta(days=20)
