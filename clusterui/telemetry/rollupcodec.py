@@ -16,9 +16,9 @@ rates' float64 as q / 10**d), so the sum of a bucket is exact and the mean a rea
 Layout (little-endian)::
 
     byte 0  format version (1), byte 1  compressor (1 = zlib), then the deflated body:
-        int64   start (ms, the hour), uint32 width (s), uint32 rows
+        int64   start (ms, the hour), uint32 width (s), uint32 rows, uint16 sections
         ints    bucket index in the hour, job (0 = none), n          (``codec._put_ints``)
-        per gauge, then throttle_reasons, then energy_j:
+        ``sections`` sections in ``STATS`` order (throttle_reasons, energy_j, the gauges):
             ints   k, the samples that reported it (every row)
             uint8  flags: 2 = no row has one (nothing follows)
             uint8  d, as in ``codec`` (exact metrics only; 255: float64 bit patterns)
@@ -40,10 +40,13 @@ from clusterui.telemetry.metrics import ROLLUP_GAUGES
 
 VERSION = 1
 # (metric, the aggregates kept of the samples that reported it)
+# (metric, the aggregates kept of the samples that reported it), in blob order. A gauge
+# added to ``metrics.GPU_METRICS`` (at the end) comes last: a blob written before it holds
+# fewer sections, and reads back with that gauge unreported (k = 0).
 STATS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    *((m, ("sum", "max", "min")) for m in ROLLUP_GAUGES),
     ("throttle_reasons", ("or",)),
     ("energy_j", ("min", "max", "last")),
+    *((m, ("sum", "max", "min")) for m in ROLLUP_GAUGES),
 )
 _I64_MIN, _I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
@@ -134,7 +137,7 @@ def pack_rows(start: int, width: int, bucket, job, n, k: dict, stats: dict) -> b
 
 
 def _encode(start, width, index, job, n, metrics) -> bytes:
-    out = [struct.pack("<qII", int(start), width, len(index))]
+    out = [struct.pack("<qIIH", int(start), width, len(index), len(STATS))]
     for col in (index, job, n):
         codec._put_ints(out, col.astype(np.int64))
     for name, aggs in STATS:
@@ -174,20 +177,23 @@ def unpack(blob: bytes) -> RollupBlock:
     if version != VERSION or compressor != codec.ZLIB:
         raise ValueError(f"unknown rollup format {version}/{compressor}")
     buf = memoryview(zlib.decompress(memoryview(blob)[2:]))
-    start, width, rows = struct.unpack_from("<qII", buf)
-    pos = 16
+    start, width, rows, sections = struct.unpack_from("<qIIH", buf)
+    pos = 18
     index, pos = codec._get_ints(buf, pos, rows)
     job, pos = codec._get_ints(buf, pos, rows)
     n, pos = codec._get_ints(buf, pos, rows)
     out = RollupBlock(start=start, width=width, bucket=start + index * width * 1000, job=job,
                       n=n)
-    for name, aggs in STATS:
-        k, pos = codec._get_ints(buf, pos, rows)
-        out.k[name] = k
+    for section, (name, aggs) in enumerate(STATS):
         integer = name in codec.INTEGER_METRICS
-        flags, pos = buf[pos], pos + 1
         blank = (lambda: np.zeros(rows, np.int64)) if integer else (lambda: np.full(rows, np.nan))
         out.stats[name] = {agg: blank() for agg in aggs}
+        if section >= sections:  # a metric added after this blob was written
+            out.k[name] = np.zeros(rows, np.int64)
+            continue
+        k, pos = codec._get_ints(buf, pos, rows)
+        out.k[name] = k
+        flags, pos = buf[pos], pos + 1
         if flags & 2:
             continue
         kind, scale = codec.PRECISION[name]
