@@ -1,22 +1,20 @@
 """Writing and reading the packed tier and the rollups.
 
 ``write_hours`` is the bulk writer: given whole (GPU, hour) blocks of samples as numpy arrays
-(``codec.Block``), it writes their chunks, recomputes their GPU rollups (1 minute, 5 minutes, 1 hour)
-from the blocks in memory, and recomputes the rollups of every job seen in them from the
-GPU 1-minute rollups, replacing whatever those (GPU, hour)s and (job, hour)s held before:
+(``codec.Block``), it writes their chunks and their GPU rollups, packed (``rollupcodec``):
+a blob of 1-minute and one of 5-minute buckets per (GPU, hour), and the hour's bucket in the
+1-hour blob of its (GPU, day) (the day's other hours kept). Then it recomputes the node
+rollups of those nodes and hours and the hourly rollups of every job seen in them from the
+GPU rollups, decoded; whatever those (GPU, hour)s and (job, hour)s held before is replaced:
 writing the same hour twice gives the same rows. ``raw_samples`` reads full-resolution
-samples back from both tiers. Compaction calls it inside its
-transaction; a benchmark can call it directly to fill a database (``replace=False`` skips
-the deletes on an empty one).
+samples back from both tiers. Compaction calls it inside its transaction; a benchmark can
+call it directly to fill a database (``replace=False`` skips the deletes on an empty one).
 
-Rollup columns (``migrations/0003``, ``0006``, ``0008``): ``n`` samples; for each gauge
-``<m>_avg`` (over the samples where it is not null), ``<m>_n`` (how many those were: NULL
-when all ``n`` were), ``<m>_max``, ``<m>_min``; ``throttle_reasons_or`` (bit_or);
-``energy_j_min``/``_max``/``_last``. The byte rates' avg, max and min are float8 (min and
-max exact, the mean in float64), the other gauges' float4 (``real``). Whoever combines
-rollup rows weights ``<m>_avg`` by ``COALESCE(<m>_n, n)``, never by ``n``: a metric missing
-from some samples (GPM's first reading, intermittent GPM) would otherwise count the samples
-that lacked it.
+A packed rollup keeps per bucket ``n`` samples and, per gauge, the count of the samples that
+reported it, their exact sum (at the raw tier's precision), max and min; the OR of the
+clock-event masks; the energy counter's min, max and last. Whoever combines rollup buckets
+divides sums by those counts, never by ``n``: a metric missing from some samples (GPM's first
+reading, intermittent GPM) would otherwise count the samples that lacked it.
 Job rollups, per job and bucket over the job's GPUs:
 ``gpus``, ``samples``, ``gpu_s`` (GPU-seconds covered: samples x the node's sampling
 interval, at most the bucket per GPU), ``util_pct``/``sm_active_pct``/``busy_pct`` (means
@@ -36,15 +34,12 @@ from clusterui.telemetry import codec, partitions, pgcopy, rollupcodec
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
-    GPU_PACKED_ROLLUP_WIDTHS,
     GPU_ROLLUP_TABLES,
     GPU_SAMPLE_TABLE,
     JOB_ROLLUP_TABLES,
     NODE_ROLLUP_METRICS,
     NODE_ROLLUP_TABLES,
     PACKED_TABLES,
-    ROLLUP_FLOAT8,
-    ROLLUP_GAUGES,
 )
 
 HOUR_MS = 3_600_000
@@ -68,89 +63,6 @@ def copy_arrays(cur, table: str, columns: list[tuple[str, str, np.ndarray, np.nd
                 *, rows_per_write: int = 100_000) -> int:
     """COPY rows given as columns: (name, type, values, null mask or None); ``pgcopy``."""
     return pgcopy.copy_columns(cur, table, columns, rows_per_write=rows_per_write)
-
-
-# --- rollups from blocks ------------------------------------------------------------------
-
-@dataclass
-class Rollup:
-    """Rollup rows as columns: ``gpu``, ``bucket`` (ms), ``job`` (1-minute only), ``n``,
-    and ``cols``: column name -> (values, null mask)."""
-
-    gpu: np.ndarray
-    bucket: np.ndarray
-    job: np.ndarray | None
-    n: np.ndarray
-    cols: dict[str, tuple[np.ndarray, np.ndarray]]
-
-
-def _concat(blocks: list[tuple[int, codec.Block]]):
-    gpu = np.concatenate([np.full(len(b), g, np.int64) for g, b in blocks])
-    ts = np.concatenate([b.ts for _, b in blocks])
-    job = np.concatenate([b.job for _, b in blocks])
-    values = {m: np.concatenate([b.values[m] for _, b in blocks]) for m in GPU_METRIC_NAMES}
-    nulls = {m: np.concatenate([b.nulls[m] for _, b in blocks]) for m in GPU_METRIC_NAMES}
-    return gpu, ts, job, values, nulls
-
-
-def gpu_rollup(blocks: list[tuple[int, codec.Block]], width_s: int, *, by_job: bool
-               ) -> Rollup:
-    """Per (GPU, bucket[, job]) aggregates of these blocks' samples."""
-    gpu, ts, job, values, nulls = _concat(blocks)
-    bucket = ts - ts % (width_s * 1000)
-    keys = [gpu, bucket] + ([job] if by_job else [])
-    order = np.lexsort(keys[::-1])
-    keys = [k[order] for k in keys]
-    change = np.zeros(len(order), bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    starts = np.flatnonzero(change)
-    n = np.diff(np.append(starts, len(order)))
-    cols: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for m in ROLLUP_GAUGES:
-        v = values[m][order].astype(np.float64)
-        null = nulls[m][order]
-        count = np.add.reduceat((~null).astype(np.int64), starts)
-        empty = count == 0
-        total = np.add.reduceat(np.where(null, 0.0, v), starts)
-        cols[f"{m}_avg"] = (total / np.maximum(count, 1), empty)
-        # The samples that reported it, NULL when all n did (migration 0006).
-        cols[f"{m}_n"] = (count, count == n)
-        cols[f"{m}_max"] = (np.maximum.reduceat(np.where(null, -np.inf, v), starts), empty)
-        cols[f"{m}_min"] = (np.minimum.reduceat(np.where(null, np.inf, v), starts), empty)
-    null = nulls["throttle_reasons"][order]
-    bits = np.where(null, 0, values["throttle_reasons"][order])
-    cols["throttle_reasons_or"] = (np.bitwise_or.reduceat(bits, starts),
-                                   np.add.reduceat((~null).astype(np.int64), starts) == 0)
-    null = nulls["energy_j"][order]
-    e = values["energy_j"][order]
-    empty = np.add.reduceat((~null).astype(np.int64), starts) == 0
-    cols["energy_j_min"] = (np.minimum.reduceat(np.where(null, np.inf, e), starts), empty)
-    cols["energy_j_max"] = (np.maximum.reduceat(np.where(null, -np.inf, e), starts), empty)
-    last = np.maximum.reduceat(np.where(null, -1, np.arange(len(e))), starts)
-    cols["energy_j_last"] = (e[np.maximum(last, 0)], empty)
-    return Rollup(gpu=keys[0][starts], bucket=keys[1][starts],
-                  job=keys[2][starts] if by_job else None, n=n, cols=cols)
-
-
-def _rollup_columns(r: Rollup) -> list:
-    int_cols = {f"mem_used_mib_{a}" for a in ("max", "min")}
-    out = [("gpu_id", "int4", r.gpu, None), ("bucket", "timestamptz_ms", r.bucket, None)]
-    if r.job is not None:
-        out.append(("job_id", "int4", r.job, None))
-    out.append(("n", "int4", r.n, None))
-    for name, (values, null) in r.cols.items():
-        if name == "throttle_reasons_or":
-            kind = "int8"
-        elif name in int_cols or name.endswith("_n"):
-            kind = "int4"
-        elif name.startswith("energy_j") or name.rsplit("_", 1)[0] in ROLLUP_FLOAT8:
-            kind = "float8"  # <m>_avg, _max, _min of a byte rate (migration 0008)
-        else:
-            kind = "float4"
-        out.append((name, kind, values, null))
-    return out
 
 
 # --- the bulk writer ------------------------------------------------------------------------
@@ -272,10 +184,9 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
     with connection.cursor() as wrapper:
         cur = wrapper.cursor
         if replace:
-            for table, col in ((GPU_CHUNK_TABLE, "start"),
-                               *((t, "start" if w in GPU_PACKED_ROLLUP_WIDTHS else "bucket")
-                                 for w, t in GPU_ROLLUP_TABLES.items())):
-                cur.execute(_DELETE_HOURS.format(table=table, col=col), [gpus, starts, lo, hi])
+            for table in (GPU_CHUNK_TABLE, GPU_ROLLUP_TABLES[60], GPU_ROLLUP_TABLES[300]):
+                cur.execute(_DELETE_HOURS.format(table=table, col="start"),
+                            [gpus, starts, lo, hi])
         with cur.copy(f"COPY {GPU_CHUNK_TABLE} (gpu_id, start, n, data) FROM STDIN "
                       "(FORMAT BINARY)") as copy:
             copy.set_types(["int4", "timestamptz", "int4", "bytea"])
@@ -284,15 +195,15 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
                                 codec.pack(b.start, b.ts, b.job, b.values, b.nulls)))
         out.chunks = len(blocks)
         out.samples = sum(len(b) for _, b in blocks)
-        for width in sorted(GPU_PACKED_ROLLUP_WIDTHS):
+        for width in (60, 300):
             with cur.copy(f"COPY {GPU_ROLLUP_TABLES[width]} (gpu_id, start, n, data) FROM STDIN "
                           "(FORMAT BINARY)") as copy:
                 copy.set_types(["int4", "timestamptz", "int4", "bytea"])
                 for (g, b), start in zip(blocks, starts, strict=True):
                     copy.write_row((g, start, len(b), rollupcodec.pack_hour(b, width)))
             out.rollup_rows += len(blocks)
-        hour = gpu_rollup(blocks, 3600, by_job=False)
-        out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[3600], _rollup_columns(hour))
+        days = _write_days(cur, blocks)
+        out.rollup_rows += len(days)
         # The nodes' 5-minute sums from every GPU of theirs in these hours (the others may
         # have been packed by an earlier transaction), decoded from the 5-minute blobs.
         cur.execute("SELECT g.id FROM inventory_gpu g WHERE g.node_id IN "
@@ -300,12 +211,12 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
         node_gpus = [r[0] for r in cur.fetchall()]
         for width in NODE_ROLLUP_TABLES:
             params = {"gpu": gpus, "start": starts, "lo": lo, "hi": hi}
-            if width in GPU_PACKED_ROLLUP_WIDTHS:
-                params.update(_unpacked_rows(cur, width, node_gpus, starts, lo, hi))
-                source = _UNPACKED_SOURCE
+            if width == 3600:  # the day blobs holding these hours
+                params.update(_unpacked_rows(cur, width, node_gpus, days, days[0],
+                                             days[-1] + dt.timedelta(days=1)))
             else:
-                source = GPU_ROLLUP_TABLES[width]
-            cur.execute(_node_rollup_sql(width, source), params)
+                params.update(_unpacked_rows(cur, width, node_gpus, starts, lo, hi))
+            cur.execute(_node_rollup_sql(width, _UNPACKED_SOURCE), params)
         pairs = {(int(j), int(b.start)) for _, b in blocks for j in np.unique(b.job) if j}
         out.jobs = len({j for j, _ in pairs})
         if pairs:
@@ -326,6 +237,49 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
                 cur.execute(_JOB_ROLLUP_SQL.format(table=table, source=_UNPACKED_SOURCE),
                             {**params, "width": dt.timedelta(seconds=width)})
     return out
+
+
+DAY_MS = 24 * HOUR_MS
+_DELETE_DAYS = """
+DELETE FROM {table} r USING unnest(%s::int[], %s::timestamptz[]) AS u(gpu_id, start)
+WHERE r.gpu_id = u.gpu_id AND r.start = u.start AND r.start >= %s AND r.start < %s
+"""
+
+
+def _write_days(cur, blocks: list[tuple[int, codec.Block]]) -> list[dt.datetime]:
+    """The 1-hour rollup blobs, one per (GPU, day), of the days these hours are on: each
+    day's other hours as they were, these hours' buckets from the blocks (replacing theirs);
+    returns the days, sorted."""
+    table = GPU_ROLLUP_TABLES[3600]
+    new: dict[tuple[int, int], list[rollupcodec.RollupBlock]] = {}
+    for g, b in blocks:
+        flat = codec.Block(start=b.start, ts=b.ts, job=np.zeros(len(b), np.int64),
+                           values=b.values, nulls=b.nulls)  # hourly buckets: not per job
+        new.setdefault((g, b.start - b.start % DAY_MS), []).append(
+            rollupcodec.unpack(rollupcodec.pack_hour(flat, 3600)))
+    days = sorted({ms_to_dt(d) for _, d in new})
+    lo, hi = days[0], days[-1] + dt.timedelta(days=1)
+    gpus = [g for g, _ in new]
+    day_of = [ms_to_dt(d) for _, d in new]
+    cur.execute(f"SELECT gpu_id, data FROM {table} WHERE gpu_id = ANY(%s) AND start = ANY(%s) "
+                "AND start >= %s AND start < %s", [sorted(set(gpus)), days, lo, hi])
+    for g, data in cur.fetchall():
+        old = rollupcodec.unpack(bytes(data))
+        hours = new.get((g, old.start))
+        if hours is None:
+            continue
+        written = np.array([h.start - h.start % HOUR_MS for h in hours], np.int64)
+        keep = ~np.isin(old.bucket, written)
+        if keep.any():
+            hours.append(rollupcodec.take(old, keep))
+    cur.execute(_DELETE_DAYS.format(table=table), [gpus, day_of, lo, hi])
+    with cur.copy(f"COPY {table} (gpu_id, start, n, data) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "timestamptz", "int4", "bytea"])
+        for (g, day), parts in new.items():
+            r = rollupcodec.concat(parts)
+            copy.write_row((g, ms_to_dt(day), int(r.n.sum()), rollupcodec.pack_rows(
+                day, 3600, r.bucket, r.job, r.n, r.k, r.stats)))
+    return days
 
 
 # The packed rollups' rows that the job and node rollups read, as a relation: arrays

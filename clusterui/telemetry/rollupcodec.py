@@ -205,3 +205,24 @@ def unpack(blob: bytes) -> RollupBlock:
             q, pos = codec._get_ints(buf, pos, int(has.sum()))
             out.stats[name][agg][has] = codec._restore(kind, scale, q, d)
     return out
+
+
+def take(r: RollupBlock, keep: np.ndarray) -> RollupBlock:
+    """The rows of ``r`` where ``keep``."""
+    return RollupBlock(start=r.start, width=r.width, bucket=r.bucket[keep], job=r.job[keep],
+                       n=r.n[keep], k={m: v[keep] for m, v in r.k.items()},
+                       stats={m: {a: v[keep] for a, v in s.items()} for m, s in r.stats.items()})
+
+
+def concat(parts: list[RollupBlock]) -> RollupBlock:
+    """The rows of several blocks of one width, sorted by (bucket, job)."""
+    first = parts[0]
+    bucket = np.concatenate([p.bucket for p in parts])
+    job = np.concatenate([p.job for p in parts])
+    order = np.lexsort((job, bucket))
+    return RollupBlock(
+        start=min(p.start for p in parts), width=first.width, bucket=bucket[order],
+        job=job[order], n=np.concatenate([p.n for p in parts])[order],
+        k={m: np.concatenate([p.k[m] for p in parts])[order] for m in first.k},
+        stats={m: {a: np.concatenate([p.stats[m][a] for p in parts])[order] for a in aggs}
+               for m, aggs in first.stats.items()})

@@ -39,6 +39,7 @@ from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
     GPU_PACKED_ROLLUP_WIDTHS,
+    GPU_ROLLUP_BLOB_SPAN,
     GPU_ROLLUP_TABLES,
     GPU_SAMPLE_TABLE,
     JOB_METRIC_NAMES,
@@ -56,6 +57,7 @@ MAX_POINTS = 600
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 AGGREGATES = {"avg": "avg", "max": "max", "min": "min"}
 _PACKED_TABLES = frozenset(GPU_ROLLUP_TABLES[w] for w in GPU_PACKED_ROLLUP_WIDTHS)
+_BLOB_SPAN = {GPU_ROLLUP_TABLES[w]: span for w, span in GPU_ROLLUP_BLOB_SPAN.items()}
 _ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 # A row's bucket on the axis, computed by the database (the same buckets as
 # date_bin(step, t, origin); the axis's first bucket is aligned on the origin), without
@@ -357,7 +359,7 @@ def _rollup_and_hot(acc: "_Partials", keys, metrics, first, cut, step, agg, part
             SELECT gpu_id, data, {p}, NULL::int, {blank}
             FROM {table}
             WHERE gpu_id = ANY(%s) AND start > %s AND start < %s""")
-        params += [keys, lo - dt.timedelta(hours=1), hi]
+        params += [keys, lo - dt.timedelta(seconds=_BLOB_SPAN[table]), hi]
     selects.append(f"""
             SELECT gpu_id, NULL::bytea, NULL::int, {_BUCKET.format(t="ts")},
                    {_hot_parts(metrics, agg)}

@@ -117,8 +117,7 @@ def test_the_rollups_equal_sql_over_the_raw_rows(cluster):
         assert g[:3] == w[:3] and g[6] == w[6]
         assert g[3] == pytest.approx(w[3], abs=0.006)
         assert g[4] == pytest.approx(w[4], abs=0.001) and g[5] == pytest.approx(w[5], abs=0.006)
-    got = fetch("SELECT gpu_id, bucket, n, temp_c_avg, util_pct_max FROM telemetry_gpurollup1h "
-                "ORDER BY 1, 2")
+    got = rollup_rows(3600, "gpu_id, bucket, n, temp_c_avg, util_pct_max")
     assert [g[:3] for g in got] == [w[:3] for w in gpu_hours]
     assert [g[3:] for g in got] == [pytest.approx(w[3:], abs=0.006) for w in gpu_hours]
 
@@ -163,6 +162,7 @@ def test_job_rollups_aggregate_over_the_jobs_gpus():
 def test_late_data_merges_into_its_chunk_and_its_rollups(cluster):
     compaction.compact(NOW)
     g = cluster[0]
+    hours_before = rollup_rows(3600, "gpu_id, bucket, n, util_pct_avg")
     hour = T0 + dt.timedelta(hours=1)
     # A replayed spool: one sample the chunk already has, and one it does not.
     with connection.cursor() as cur:
@@ -182,8 +182,11 @@ def test_late_data_merges_into_its_chunk_and_its_rollups(cluster):
     n, util_max = next(r[2:] for r in rollup_rows(60, "gpu_id, bucket, n, util_pct_max")
                        if r[:2] == (g.id, hour))
     assert n == 7 and util_max == 99.0
-    assert fetch("SELECT n FROM telemetry_gpurollup1h WHERE gpu_id = %s AND bucket = %s",
-                 [g.id, hour]) == [(361,)]
+    assert [r[2] for r in rollup_rows(3600, "gpu_id, bucket, n")
+            if r[:2] == (g.id, hour)] == [361]
+    # The other hours in the same day's 1-hour blob, and the other GPUs', are as they were.
+    assert [r for r in rollup_rows(3600, "gpu_id, bucket, n, util_pct_avg")
+            if r[:2] != (g.id, hour)] == [r for r in hours_before if r[:2] != (g.id, hour)]
 
 
 def test_the_default_packs_an_hour_minutes_after_it_closed(cluster, settings):
@@ -320,7 +323,7 @@ def test_each_rollup_goes_after_its_own_retention(settings):
     counts = ("SELECT (SELECT count(*) FROM telemetry_gpuchunk), "
               "(SELECT count(*) FROM telemetry_gpurollup1mpack), "
               "(SELECT count(*) FROM telemetry_gpurollup5mpack), "
-              "(SELECT count(*) FROM telemetry_gpurollup1h), "
+              "(SELECT count(*) FROM telemetry_gpurollup1hpack), "
               "(SELECT count(*) FROM telemetry_jobrollup1h)")
     assert fetch(counts) == [(1, 1, 1, 1, 1)]  # one blob per (GPU, hour)
     maintain_partitions()
@@ -380,6 +383,43 @@ def test_the_migration_packs_the_rollup_rows_of_before(cluster):
                  "to_regclass('telemetry_gpurollup5m')") == [(None, None)]
 
 
+def test_the_migration_packs_the_hourly_rollup_rows_of_before(cluster):
+    """Migration 0011 packs the 1-hour row table into one blob per (GPU, day)."""
+    from importlib import import_module
+    from types import SimpleNamespace
+
+    migration = import_module("clusterui.telemetry.migrations.0011_packed_gpu_rollup1h")
+    compaction.compact(NOW)
+    columns = ("gpu_id, bucket, n, util_pct_avg, sm_active_pct_n, power_w_max, temp_c_min, "
+               "mem_used_mib_max, energy_j_min, energy_j_last, throttle_reasons_or")
+    want = rollup_rows(3600, columns)
+    old = rollup_rows(3600, "gpu_id, bucket, n, throttle_reasons_or, energy_j_min, "
+                            "energy_j_max, energy_j_last, " + ", ".join(
+                                f"{m}_avg, {m}_n, {m}_max, {m}_min" for m in migration.GAUGES))
+    gauges = ", ".join(f"{m}_avg real, {m}_n int, {m}_max float8, {m}_min float8"
+                       for m in migration.GAUGES)
+    month = NOW.date().replace(day=1)
+    months = {month, (T0 - dt.timedelta(days=1)).date().replace(day=1)}
+    with connection.cursor() as cur:
+        cur.execute(f"""CREATE TABLE {migration.SOURCE} (gpu_id int, bucket timestamptz, n int,
+              throttle_reasons_or bigint, energy_j_min float8, energy_j_max float8,
+              energy_j_last float8, {gauges}) PARTITION BY RANGE (bucket)""")
+        for m in months:  # month partitions, as the table had
+            end = (m + dt.timedelta(days=32)).replace(day=1)
+            cur.execute(f"CREATE TABLE {migration.SOURCE}_p{m:%Y%m} PARTITION OF "
+                        f"{migration.SOURCE} FOR VALUES FROM ('{m}') TO ('{end}')")
+        cur.executemany(f"INSERT INTO {migration.SOURCE} VALUES "
+                        f"({', '.join(['%s'] * len(old[0]))})", old)
+    fetch(f"DELETE FROM {migration.TARGET} RETURNING 1")
+    migration.pack_rows(None, SimpleNamespace(connection=connection))
+    got = rollup_rows(3600, columns)
+    assert len(got) == len(want) == 2 * 2  # two GPUs, two hours
+    for g, w in zip(got, want, strict=True):
+        assert g[3] == pytest.approx(w[3], rel=1e-6)
+        assert g[:3] + g[4:] == w[:3] + w[4:]
+    assert fetch("SELECT to_regclass('telemetry_gpurollup1h')") == [(None,)]
+
+
 def test_node_rollups_are_the_sums_of_the_gpu_rollups(cluster):
     """Compaction sums each node's GPUs into the node rollups the cluster history reads
     (migration 0007's backfill read the 5-minute row table that migration 0009 packed)."""
@@ -389,10 +429,8 @@ def test_node_rollups_are_the_sums_of_the_gpu_rollups(cluster):
     want = {
         "5m": _node_sums(rollup_rows(300, "gpu_id, bucket, util_pct_avg, util_pct_n, n, "
                                           "power_w_n")),
-        "1h": fetch("SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), "
-                    "sum(r.util_pct_avg::float8 * COALESCE(r.util_pct_n, r.n)), "
-                    "sum(COALESCE(r.power_w_n, r.n)) FROM telemetry_gpurollup1h r "
-                    "JOIN inventory_gpu g ON g.id = r.gpu_id GROUP BY 1, 2 ORDER BY 1, 2"),
+        "1h": _node_sums(rollup_rows(3600, "gpu_id, bucket, util_pct_avg, util_pct_n, n, "
+                                           "power_w_n")),
     }
     assert len(want["5m"]) == 2 * 12 and len(want["1h"]) == 2  # one node, two hours
 

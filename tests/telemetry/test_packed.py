@@ -56,8 +56,8 @@ def test_write_hours_makes_chunks_and_rollups_and_replaces_them():
     assert minute[0][:2] == (6, 40.0)
     assert minute[0][3] == 5 and minute[0][4] == 4 and minute[0][5] is None
     assert minute[1][4] == 0
-    hour = fetch("SELECT n, util_pct_avg, util_pct_max, power_w_avg FROM telemetry_gpurollup1h "
-                 "WHERE gpu_id = %s", [g2.id])
+    hour = rollup_rows(3600, "n, util_pct_avg, util_pct_max, power_w_avg", "gpu_id = %s",
+                       [g2.id])
     assert hour[0][:3] == (360, 80.0, 80.0)
     assert hour[0][3] == pytest.approx(150.0)
 
