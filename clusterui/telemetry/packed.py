@@ -195,14 +195,16 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
                                 codec.pack(b.start, b.ts, b.job, b.values, b.nulls)))
         out.chunks = len(blocks)
         out.samples = sum(len(b) for _, b in blocks)
+        # Every width's blob of each hour at once (the values quantised once).
+        blobs = [rollupcodec.pack_hours(b, (60, 300, 3600), flat=(3600,)) for _, b in blocks]
         for width in (60, 300):
             with cur.copy(f"COPY {GPU_ROLLUP_TABLES[width]} (gpu_id, start, n, data) FROM STDIN "
                           "(FORMAT BINARY)") as copy:
                 copy.set_types(["int4", "timestamptz", "int4", "bytea"])
-                for (g, b), start in zip(blocks, starts, strict=True):
-                    copy.write_row((g, start, len(b), rollupcodec.pack_hour(b, width)))
+                for (g, b), start, blob in zip(blocks, starts, blobs, strict=True):
+                    copy.write_row((g, start, len(b), blob[width]))
             out.rollup_rows += len(blocks)
-        days = _write_days(cur, blocks)
+        days = _write_days(cur, blocks, [blob[3600] for blob in blobs])
         out.rollup_rows += len(days)
         # The nodes' 5-minute sums from every GPU of theirs in these hours (the others may
         # have been packed by an earlier transaction), decoded from the 5-minute blobs.
@@ -246,17 +248,15 @@ WHERE r.gpu_id = u.gpu_id AND r.start = u.start AND r.start >= %s AND r.start < 
 """
 
 
-def _write_days(cur, blocks: list[tuple[int, codec.Block]]) -> list[dt.datetime]:
+def _write_days(cur, blocks: list[tuple[int, codec.Block]], hourly: list[bytes]
+                ) -> list[dt.datetime]:
     """The 1-hour rollup blobs, one per (GPU, day), of the days these hours are on: each
-    day's other hours as they were, these hours' buckets from the blocks (replacing theirs);
-    returns the days, sorted."""
+    day's other hours as they were, these hours' buckets (``hourly``: each block's 1-hour
+    blob, not split by job) replacing theirs; returns the days, sorted."""
     table = GPU_ROLLUP_TABLES[3600]
     new: dict[tuple[int, int], list[rollupcodec.RollupBlock]] = {}
-    for g, b in blocks:
-        flat = codec.Block(start=b.start, ts=b.ts, job=np.zeros(len(b), np.int64),
-                           values=b.values, nulls=b.nulls)  # hourly buckets: not per job
-        new.setdefault((g, b.start - b.start % DAY_MS), []).append(
-            rollupcodec.unpack(rollupcodec.pack_hour(flat, 3600)))
+    for (g, b), blob in zip(blocks, hourly, strict=True):
+        new.setdefault((g, b.start - b.start % DAY_MS), []).append(rollupcodec.unpack(blob))
     days = sorted({ms_to_dt(d) for _, d in new})
     lo, hi = days[0], days[-1] + dt.timedelta(days=1)
     gpus = [g for g, _ in new]
