@@ -11,7 +11,10 @@ GPUs change them little and the simulator takes about 10 s per GPU-day on 2 core
    chunks and rollups, as beat does once each hour closed ``RAW_HOT_MINUTES`` ago, and
    truncates the day's hot partition; the hot table's size before and after that run;
 3. the packed tier (``telemetry_gpuchunk``): heap + TOAST + indexes per GPU sample, and the
-   rollups' bytes (per GPU sample, and per row).
+   rollups' bytes (per GPU sample, and per row: a packed rollup's row is a (GPU, hour) or
+   (GPU, day) blob);
+4. every GPU telemetry table at steady state at the default retentions: its bytes per
+   sample x the days it is kept / ``RAW_RETENTION_DAYS``.
 
 All sizes are PostgreSQL's own (``pg_relation_size``/``pg_table_size``/``pg_indexes_size``),
 summed over the partitions, as the product leaves them: after ingest, compaction and the
@@ -215,8 +218,8 @@ def main() -> None:
         print(f"  {table:22s}: {size / max(nic_samples, 1):7.2f} bytes per NIC sample "
               f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
     print()
-    print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4, "
-          "the byte rates' float8)")
+    print("quantisation of the packed tier and the packed rollups (codec.PRECISION; a "
+          "rollup's sums are exact at it)")
     for metric, what in codec.describe_precision().items():
         print(f"  {metric:22s}: {what}")
     with psycopg.connect(admin, autocommit=True) as conn:
