@@ -153,6 +153,16 @@ def main() -> None:
                       *NODE_ROLLUP_TABLES.values()):
             n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             rollups.append((table, n, sum(sizes(conn, table))))
+        # A day's 1-hour blob is rewritten as each of its hours is packed: the rewrites leave
+        # dead versions (reusable once vacuumed, by the next day's blobs) that a single day
+        # shows as the table's size. What stays is each live row (pg_column_size of the
+        # whole row: its columns, the blob included; not TOAST's own chunk headers, about
+        # 2 %) and the index.
+        live = {}
+        for table in GPU_ROLLUP_TABLES.values():
+            rows_bytes = conn.execute(
+                f"SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM {table} r").fetchone()[0]
+            live[table] = int(rows_bytes) + sizes(conn, table)[2]
         # NIC rollups (compaction recomputed every closed NIC hour): per raw NIC sample.
         nic_samples = conn.execute(f"SELECT count(*) FROM {NIC_SAMPLE_TABLE}").fetchone()[0]
         nic_tables = [(NIC_SAMPLE_TABLE, nic_samples, sum(sizes(conn, NIC_SAMPLE_TABLE)))]
@@ -183,7 +193,9 @@ def main() -> None:
     print("rollups (heap + TOAST + indexes)")
     for table, n, size in rollups:
         print(f"  {table:26s}: {size / samples:7.2f} bytes per GPU sample "
-              f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
+              f"({n:,} rows, {size / max(n, 1):.0f} bytes per row"
+              + (f"; live rows and index {live[table] / samples:.2f}" if table in live else "")
+              + ")")
     total = sum(size for _, _, size in rollups)
     print(f"  all rollups          : {total / samples:7.2f} bytes per GPU sample")
     # At steady state each table holds its retention's worth of data: per GPU sample that
@@ -201,7 +213,10 @@ def main() -> None:
                 keep[tables[width]] = days
     steady = [(GPU_SAMPLE_TABLE, sum(hot) / samples, 2 / 24)]
     steady.append((GPU_CHUNK_TABLE, sum(packed) / samples, raw_days))
-    steady += [(table, size / samples, keep[table]) for table, _, size in rollups]
+    # The day-blob table at its live size (above): at steady state the dead versions of the
+    # day being written are all it holds besides.
+    steady += [(table, (live[GPU_ROLLUP_TABLES[3600]] if table == GPU_ROLLUP_TABLES[3600]
+                        else size) / samples, keep[table]) for table, _, size in rollups]
     print()
     print(f"steady state at the default retentions (per GPU sample of the {raw_days} days "
           "raw retention keeps: bytes per sample x days kept / raw days)")
