@@ -802,8 +802,8 @@ def main() -> int:
         else:
             with connection.cursor() as cur:
                 cur.execute("TRUNCATE telemetry_gpusample, telemetry_gpuchunk, "
-                            "telemetry_gpurollup1m, telemetry_gpurollup5m, telemetry_gpurollup1h, "
-                            "telemetry_jobrollup1m, "
+                            "telemetry_gpurollup1mpack, telemetry_gpurollup5mpack, "
+                            "telemetry_gpurollup1h, "
                             "telemetry_jobrollup1h, telemetry_nicsample, telemetry_jobsample")
             info = build_telemetry(done["jobs"], nodes, day_nodes)
         record_step(step, time.perf_counter() - began, info)
@@ -880,6 +880,7 @@ def unpack_last_hour(gpu_ids: list[int], hour: dt.datetime) -> int:
     from clusterui.telemetry.metrics import (
         GPU_CHUNK_TABLE,
         GPU_METRIC_NAMES,
+        GPU_PACKED_ROLLUP_WIDTHS,
         GPU_ROLLUP_TABLES,
         GPU_SAMPLE_TABLE,
     )
@@ -898,9 +899,10 @@ def unpack_last_hour(gpu_ids: list[int], hour: dt.datetime) -> int:
             rows += len(b)
         cur.execute(f"DELETE FROM {GPU_CHUNK_TABLE} WHERE gpu_id = ANY(%s) AND start >= %s "
                     "AND start < %s", [gpu_ids, hour, hour + dt.timedelta(hours=1)])
-        for table in GPU_ROLLUP_TABLES.values():
-            cur.execute(f"DELETE FROM {table} WHERE gpu_id = ANY(%s) AND bucket >= %s "
-                        "AND bucket < %s", [gpu_ids, hour, hour + dt.timedelta(hours=1)])
+        for width, table in GPU_ROLLUP_TABLES.items():
+            col = "start" if width in GPU_PACKED_ROLLUP_WIDTHS else "bucket"  # blobs: per hour
+            cur.execute(f"DELETE FROM {table} WHERE gpu_id = ANY(%s) AND {col} >= %s "
+                        f"AND {col} < %s", [gpu_ids, hour, hour + dt.timedelta(hours=1)])
         cur.execute(f"ANALYZE {GPU_SAMPLE_TABLE}")
     return rows
 

@@ -11,7 +11,10 @@ GPUs change them little and the simulator takes about 10 s per GPU-day on 2 core
    chunks and rollups, as beat does once each hour closed ``RAW_HOT_MINUTES`` ago, and
    truncates the day's hot partition; the hot table's size before and after that run;
 3. the packed tier (``telemetry_gpuchunk``): heap + TOAST + indexes per GPU sample, and the
-   rollups' bytes (per GPU sample, and per row).
+   rollups' bytes (per GPU sample, and per row: a packed rollup's row is a (GPU, hour) or
+   (GPU, day) blob);
+4. every GPU telemetry table at steady state at the default retentions: its bytes per
+   sample x the days it is kept / ``RAW_RETENTION_DAYS``.
 
 All sizes are PostgreSQL's own (``pg_relation_size``/``pg_table_size``/``pg_indexes_size``),
 summed over the partitions, as the product leaves them: after ingest, compaction and the
@@ -89,6 +92,7 @@ def main() -> None:
         JOB_ROLLUP_TABLES,
         NIC_ROLLUP_TABLES,
         NIC_SAMPLE_TABLE,
+        NODE_ROLLUP_TABLES,
     )
 
     # A whole day (midnight to midnight) three days ago: every hour of it is closed, and
@@ -145,9 +149,20 @@ def main() -> None:
         packed = sizes(conn, GPU_CHUNK_TABLE)
         blob = conn.execute(f"SELECT avg(octet_length(data)) FROM {GPU_CHUNK_TABLE}").fetchone()[0]
         rollups = []
-        for table in (*GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values()):
+        for table in (*GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values(),
+                      *NODE_ROLLUP_TABLES.values()):
             n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             rollups.append((table, n, sum(sizes(conn, table))))
+        # A day's 1-hour blob is rewritten as each of its hours is packed: the rewrites leave
+        # dead versions (reusable once vacuumed, by the next day's blobs) that a single day
+        # shows as the table's size. What stays is each live row (pg_column_size of the
+        # whole row: its columns, the blob included; not TOAST's own chunk headers, about
+        # 2 %) and the index.
+        live = {}
+        for table in GPU_ROLLUP_TABLES.values():
+            rows_bytes = conn.execute(
+                f"SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM {table} r").fetchone()[0]
+            live[table] = int(rows_bytes) + sizes(conn, table)[2]
         # NIC rollups (compaction recomputed every closed NIC hour): per raw NIC sample.
         nic_samples = conn.execute(f"SELECT count(*) FROM {NIC_SAMPLE_TABLE}").fetchone()[0]
         nic_tables = [(NIC_SAMPLE_TABLE, nic_samples, sum(sizes(conn, NIC_SAMPLE_TABLE)))]
@@ -177,10 +192,40 @@ def main() -> None:
     print()
     print("rollups (heap + TOAST + indexes)")
     for table, n, size in rollups:
-        print(f"  {table:22s}: {size / samples:7.2f} bytes per GPU sample "
-              f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
+        print(f"  {table:26s}: {size / samples:7.2f} bytes per GPU sample "
+              f"({n:,} rows, {size / max(n, 1):.0f} bytes per row"
+              + (f"; live rows and index {live[table] / samples:.2f}" if table in live else "")
+              + ")")
     total = sum(size for _, _, size in rollups)
     print(f"  all rollups          : {total / samples:7.2f} bytes per GPU sample")
+    # At steady state each table holds its retention's worth of data: per GPU sample that
+    # the raw tier keeps (RAW_RETENTION_DAYS of them), a table costs its bytes per sample x
+    # its retention / the raw retention. The hot table holds the hour being written and the
+    # one waiting RAW_HOT_MINUTES, at most (compaction deletes, the vacuum task or autovacuum
+    # makes the room reusable): counted as 2 hours of its measured bytes.
+    raw_days = settings.RAW_RETENTION_DAYS
+    keep = {GPU_CHUNK_TABLE: raw_days}
+    for width, days in ((60, settings.ROLLUP_1M_RETENTION_DAYS),
+                        (300, settings.ROLLUP_5M_RETENTION_DAYS),
+                        (3600, settings.ROLLUP_1H_RETENTION_DAYS)):
+        for tables in (GPU_ROLLUP_TABLES, JOB_ROLLUP_TABLES, NODE_ROLLUP_TABLES):
+            if width in tables:
+                keep[tables[width]] = days
+    steady = [(GPU_SAMPLE_TABLE, sum(hot) / samples, 2 / 24)]
+    steady.append((GPU_CHUNK_TABLE, sum(packed) / samples, raw_days))
+    # The day-blob table at its live size (above): at steady state the dead versions of the
+    # day being written are all it holds besides.
+    steady += [(table, (live[GPU_ROLLUP_TABLES[3600]] if table == GPU_ROLLUP_TABLES[3600]
+                        else size) / samples, keep[table]) for table, _, size in rollups]
+    print()
+    print(f"steady state at the default retentions (per GPU sample of the {raw_days} days "
+          "raw retention keeps: bytes per sample x days kept / raw days)")
+    for table, per_sample, days in steady:
+        print(f"  {table:26s}: {per_sample * days / raw_days:7.2f}  ({per_sample:.2f} B x "
+              f"{days:g} d / {raw_days} d)")
+    print(f"  all GPU telemetry tables  : "
+          f"{sum(p * d / raw_days for _, p, d in steady):7.2f} bytes per GPU sample "
+          "(issue 17's target: <= 46.6, Prometheus on the rig's data)")
     print()
     print(f"NIC samples ({nic_samples:,}, raw rows that stay) and their rollups "
           "(heap + TOAST + indexes)")
@@ -188,8 +233,8 @@ def main() -> None:
         print(f"  {table:22s}: {size / max(nic_samples, 1):7.2f} bytes per NIC sample "
               f"({n:,} rows, {size / max(n, 1):.0f} bytes per row)")
     print()
-    print("quantisation of the packed tier (codec.PRECISION; the rollups' averages are float4, "
-          "the byte rates' float8)")
+    print("quantisation of the packed tier and the packed rollups (codec.PRECISION; a "
+          "rollup's sums are exact at it)")
     for metric, what in codec.describe_precision().items():
         print(f"  {metric:22s}: {what}")
     with psycopg.connect(admin, autocommit=True) as conn:

@@ -72,6 +72,47 @@ def step(what: str, sql: str, params=()) -> None:
     print(f"  {what}: {rows:,} rows in {time.perf_counter() - began:.1f} s", flush=True)
 
 
+def pack_hourly() -> None:
+    """The scratch table ``hourly`` packed into ``telemetry_gpurollup1hpack``, one blob per
+    (GPU, day) (``rollupcodec.pack_rows``: each mean x n as the sum)."""
+    import datetime as dt
+
+    import numpy as np
+    from django.db import connection
+
+    from clusterui.telemetry import rollupcodec
+    from clusterui.telemetry.metrics import ROLLUP_GAUGES
+
+    began = time.perf_counter()
+    kept = ("util_pct", "sm_active_pct", "power_w", "temp_c", "mem_used_mib")
+    cols = ", ".join(f"{m}_avg, {m}_max, {m}_min" for m in kept)
+    with connection.cursor() as cur:
+        cur.execute("SELECT gpu_id, (extract(epoch FROM bucket) * 1000)::bigint, n, "
+                    f"{cols} FROM hourly ORDER BY gpu_id, bucket")
+        table = np.array(cur.fetchall(), np.float64)
+        gpu, bucket = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
+        day = bucket - bucket % 86_400_000
+        cuts = np.flatnonzero((gpu[1:] != gpu[:-1]) | (day[1:] != day[:-1])) + 1
+        rows = []
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(gpu)], strict=True):
+            n = table[a:b, 2].astype(np.int64)
+            none = np.zeros(b - a, np.int64)
+            k = {m: none for m, _ in rollupcodec.STATS}
+            stats = {m: {agg: np.zeros(b - a) for agg in aggs} for m, aggs in rollupcodec.STATS}
+            for j, m in enumerate(kept):
+                avg, hi, lo = (table[a:b, 3 + 3 * j + i] for i in range(3))
+                k[m] = n
+                stats[m] = {"sum": avg * n, "max": hi, "min": lo}
+            assert set(kept) <= set(ROLLUP_GAUGES)
+            rows.append((int(gpu[a]), dt.datetime.fromtimestamp(day[a] / 1000, dt.UTC),
+                         int(n.sum()), rollupcodec.pack_rows(int(day[a]), 3600, bucket[a:b],
+                                                             none, n, k, stats)))
+        cur.executemany("INSERT INTO telemetry_gpurollup1hpack (gpu_id, start, n, data) "
+                        "VALUES (%s, %s, %s, %s)", rows)
+        cur.execute("DROP TABLE hourly")
+    print(f"  pack the hourly GPU rollups: {time.perf_counter() - began:.1f} s", flush=True)
+
+
 def seed(nodes: int, hours: float) -> None:
     import datetime as dt
 
@@ -213,8 +254,17 @@ def seed(nodes: int, hours: float) -> None:
                                  tables=(GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600],
                                          NODE_ROLLUP_TABLES[3600]))
     p["hist"] = hist
+    # Made as rows in a scratch table, then packed per (GPU, day) as compaction packs them
+    # (``telemetry_gpurollup1hpack``, migration 0011).
+    step("scratch table for the hourly GPU rollups", """
+        CREATE TEMP TABLE hourly (bucket timestamptz, gpu_id int, n int, util_pct_avg float8,
+            util_pct_max float8, util_pct_min float8, sm_active_pct_avg float8,
+            sm_active_pct_max float8, sm_active_pct_min float8, power_w_avg float8,
+            power_w_max float8, power_w_min float8, temp_c_avg float8, temp_c_max float8,
+            temp_c_min float8, mem_used_mib_avg float8, mem_used_mib_max int,
+            mem_used_mib_min int)""")
     step(f"hourly GPU rollups, {HISTORY_DAYS} days", """
-        INSERT INTO telemetry_gpurollup1h (bucket, gpu_id, n, util_pct_avg, util_pct_max,
+        INSERT INTO hourly (bucket, gpu_id, n, util_pct_avg, util_pct_max,
             util_pct_min, sm_active_pct_avg, sm_active_pct_max, sm_active_pct_min,
             power_w_avg, power_w_max, power_w_min, temp_c_avg, temp_c_max, temp_c_min,
             mem_used_mib_avg, mem_used_mib_max, mem_used_mib_min)
@@ -231,8 +281,9 @@ def seed(nodes: int, hours: float) -> None:
             sm_active_pct_sum, sm_active_pct_n, power_w_sum, power_w_n)
         SELECT g.node_id, r.bucket, count(*), sum(r.util_pct_avg * r.n), sum(r.n),
                sum(r.sm_active_pct_avg * r.n), sum(r.n), sum(r.power_w_avg * r.n), sum(r.n)
-        FROM telemetry_gpurollup1h r JOIN inventory_gpu g ON g.id = r.gpu_id
+        FROM hourly r JOIN inventory_gpu g ON g.id = r.gpu_id
         GROUP BY 1, 2""", p)
+    pack_hourly()
     partitions.ensure_partitions({(t0 - dt.timedelta(days=d)).date() for d in range(3)},
                                  tables=(NODE_ROLLUP_TABLES[300],))
     step("5-minute node rollups, the day before the raw hours", """

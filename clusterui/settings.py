@@ -313,10 +313,16 @@ COMPACTION_GPUS_PER_TRANSACTION = env_int("COMPACTION_GPUS_PER_TRANSACTION", 256
 # this many plus this share of its live rows (autovacuum's own rule and defaults).
 VACUUM_THRESHOLD_ROWS = env_int("VACUUM_THRESHOLD_ROWS", 50, minimum=0)
 VACUUM_SCALE_FACTOR = env_float("VACUUM_SCALE_FACTOR", 0.2, minimum=0.0, maximum=100.0)
-# Rollups (per GPU and per job) outlive the raw samples.
-ROLLUP_1M_RETENTION_DAYS = env_int("ROLLUP_1M_RETENTION_DAYS", 60, minimum=1)
-# The 5-minute GPU rollups (a day's chart reads them) sit between the two.
-ROLLUP_5M_RETENTION_DAYS = env_int("ROLLUP_5M_RETENTION_DAYS", 180, minimum=1)
+# Rollup retentions, from what the pages read (docs/operations.md, "Retention: what each
+# page reads"). 1 minute: only ranges of 5 to 20 hours (the 6 h preset, a job of that
+# length) are drawn from it; the 6 h preset ends now, inside raw retention, and an older
+# range falls back to 5 minutes (series.retained_minimum): kept as long as the raw samples.
+ROLLUP_1M_RETENTION_DAYS = env_int("ROLLUP_1M_RETENTION_DAYS", 14, minimum=1)
+# 5 minutes: ranges of 20 hours to 12.5 days (the 24 h and 7 d presets, custom ranges, a
+# job's page, the cluster history): a month back, the longest custom range (31 days).
+ROLLUP_5M_RETENTION_DAYS = env_int("ROLLUP_5M_RETENTION_DAYS", 31, minimum=1)
+# 1 hour: longer ranges, anything older, and the trends page's 12 months (by month: back
+# to the first of the month 12 months ago, up to 396 days).
 ROLLUP_1H_RETENTION_DAYS = env_int("ROLLUP_1H_RETENTION_DAYS", 400, minimum=1)
 
 # --- Ingest log bookkeeping and the health page (clusterui/ingest/pruning.py, health.py) --

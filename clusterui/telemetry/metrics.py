@@ -73,9 +73,15 @@ JOB_SAMPLE_COLUMNS = ("ts", "job_id", "node_id", *JOB_METRIC_NAMES)
 # The packed tier and the rollups (migrations 0003 and 0004, written by compaction): chunks
 # and 1- and 5-minute rollups have day partitions, 1-hour rollups month partitions.
 GPU_CHUNK_TABLE = "telemetry_gpuchunk"
-GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1m", 300: "telemetry_gpurollup5m",
-                     3600: "telemetry_gpurollup1h"}
-JOB_ROLLUP_TABLES = {60: "telemetry_jobrollup1m", 3600: "telemetry_jobrollup1h"}
+# The GPU rollups by bucket width, packed (``rollupcodec.py``): one blob per (GPU, hour) of
+# 1- and 5-minute buckets (migration 0009), per (GPU, day) of 1-hour buckets (0011).
+GPU_ROLLUP_TABLES = {60: "telemetry_gpurollup1mpack", 300: "telemetry_gpurollup5mpack",
+                     3600: "telemetry_gpurollup1hpack"}
+GPU_PACKED_ROLLUP_WIDTHS = frozenset(GPU_ROLLUP_TABLES)
+# Seconds of buckets one blob of each width holds, from its ``start``.
+GPU_ROLLUP_BLOB_SPAN = {60: 3600, 300: 3600, 3600: 86400}
+# Per job and hour (the trends page); a 1-minute one was dropped by migration 0010: no reader.
+JOB_ROLLUP_TABLES = {3600: "telemetry_jobrollup1h"}
 # NIC rollups (migration 0005, kept by compaction from the raw NIC rows, which stay), day
 # partitions; and the (NIC, hour)s whose rollups are due (ingest marks them).
 NIC_ROLLUP_TABLES = {60: "telemetry_nicrollup1m", 300: "telemetry_nicrollup5m"}

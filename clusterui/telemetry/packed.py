@@ -1,22 +1,20 @@
 """Writing and reading the packed tier and the rollups.
 
 ``write_hours`` is the bulk writer: given whole (GPU, hour) blocks of samples as numpy arrays
-(``codec.Block``), it writes their chunks, recomputes their GPU rollups (1 minute, 5 minutes, 1 hour)
-from the blocks in memory, and recomputes the rollups of every job seen in them from the
-GPU 1-minute rollups, replacing whatever those (GPU, hour)s and (job, hour)s held before:
+(``codec.Block``), it writes their chunks and their GPU rollups, packed (``rollupcodec``):
+a blob of 1-minute and one of 5-minute buckets per (GPU, hour), and the hour's bucket in the
+1-hour blob of its (GPU, day) (the day's other hours kept). Then it recomputes the node
+rollups of those nodes and hours and the hourly rollups of every job seen in them from the
+GPU rollups, decoded; whatever those (GPU, hour)s and (job, hour)s held before is replaced:
 writing the same hour twice gives the same rows. ``raw_samples`` reads full-resolution
-samples back from both tiers. Compaction calls it inside its
-transaction; a benchmark can call it directly to fill a database (``replace=False`` skips
-the deletes on an empty one).
+samples back from both tiers. Compaction calls it inside its transaction; a benchmark can
+call it directly to fill a database (``replace=False`` skips the deletes on an empty one).
 
-Rollup columns (``migrations/0003``, ``0006``, ``0008``): ``n`` samples; for each gauge
-``<m>_avg`` (over the samples where it is not null), ``<m>_n`` (how many those were: NULL
-when all ``n`` were), ``<m>_max``, ``<m>_min``; ``throttle_reasons_or`` (bit_or);
-``energy_j_min``/``_max``/``_last``. The byte rates' avg, max and min are float8 (min and
-max exact, the mean in float64), the other gauges' float4 (``real``). Whoever combines
-rollup rows weights ``<m>_avg`` by ``COALESCE(<m>_n, n)``, never by ``n``: a metric missing
-from some samples (GPM's first reading, intermittent GPM) would otherwise count the samples
-that lacked it.
+A packed rollup keeps per bucket ``n`` samples and, per gauge, the count of the samples that
+reported it, their exact sum (at the raw tier's precision), max and min; the OR of the
+clock-event masks; the energy counter's min, max and last. Whoever combines rollup buckets
+divides sums by those counts, never by ``n``: a metric missing from some samples (GPM's first
+reading, intermittent GPM) would otherwise count the samples that lacked it.
 Job rollups, per job and bucket over the job's GPUs:
 ``gpus``, ``samples``, ``gpu_s`` (GPU-seconds covered: samples x the node's sampling
 interval, at most the bucket per GPU), ``util_pct``/``sm_active_pct``/``busy_pct`` (means
@@ -32,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import connection
 
-from clusterui.telemetry import codec, partitions, pgcopy
+from clusterui.telemetry import codec, partitions, pgcopy, rollupcodec
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
@@ -42,8 +40,6 @@ from clusterui.telemetry.metrics import (
     NODE_ROLLUP_METRICS,
     NODE_ROLLUP_TABLES,
     PACKED_TABLES,
-    ROLLUP_FLOAT8,
-    ROLLUP_GAUGES,
 )
 
 HOUR_MS = 3_600_000
@@ -67,89 +63,6 @@ def copy_arrays(cur, table: str, columns: list[tuple[str, str, np.ndarray, np.nd
                 *, rows_per_write: int = 100_000) -> int:
     """COPY rows given as columns: (name, type, values, null mask or None); ``pgcopy``."""
     return pgcopy.copy_columns(cur, table, columns, rows_per_write=rows_per_write)
-
-
-# --- rollups from blocks ------------------------------------------------------------------
-
-@dataclass
-class Rollup:
-    """Rollup rows as columns: ``gpu``, ``bucket`` (ms), ``job`` (1-minute only), ``n``,
-    and ``cols``: column name -> (values, null mask)."""
-
-    gpu: np.ndarray
-    bucket: np.ndarray
-    job: np.ndarray | None
-    n: np.ndarray
-    cols: dict[str, tuple[np.ndarray, np.ndarray]]
-
-
-def _concat(blocks: list[tuple[int, codec.Block]]):
-    gpu = np.concatenate([np.full(len(b), g, np.int64) for g, b in blocks])
-    ts = np.concatenate([b.ts for _, b in blocks])
-    job = np.concatenate([b.job for _, b in blocks])
-    values = {m: np.concatenate([b.values[m] for _, b in blocks]) for m in GPU_METRIC_NAMES}
-    nulls = {m: np.concatenate([b.nulls[m] for _, b in blocks]) for m in GPU_METRIC_NAMES}
-    return gpu, ts, job, values, nulls
-
-
-def gpu_rollup(blocks: list[tuple[int, codec.Block]], width_s: int, *, by_job: bool
-               ) -> Rollup:
-    """Per (GPU, bucket[, job]) aggregates of these blocks' samples."""
-    gpu, ts, job, values, nulls = _concat(blocks)
-    bucket = ts - ts % (width_s * 1000)
-    keys = [gpu, bucket] + ([job] if by_job else [])
-    order = np.lexsort(keys[::-1])
-    keys = [k[order] for k in keys]
-    change = np.zeros(len(order), bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    starts = np.flatnonzero(change)
-    n = np.diff(np.append(starts, len(order)))
-    cols: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for m in ROLLUP_GAUGES:
-        v = values[m][order].astype(np.float64)
-        null = nulls[m][order]
-        count = np.add.reduceat((~null).astype(np.int64), starts)
-        empty = count == 0
-        total = np.add.reduceat(np.where(null, 0.0, v), starts)
-        cols[f"{m}_avg"] = (total / np.maximum(count, 1), empty)
-        # The samples that reported it, NULL when all n did (migration 0006).
-        cols[f"{m}_n"] = (count, count == n)
-        cols[f"{m}_max"] = (np.maximum.reduceat(np.where(null, -np.inf, v), starts), empty)
-        cols[f"{m}_min"] = (np.minimum.reduceat(np.where(null, np.inf, v), starts), empty)
-    null = nulls["throttle_reasons"][order]
-    bits = np.where(null, 0, values["throttle_reasons"][order])
-    cols["throttle_reasons_or"] = (np.bitwise_or.reduceat(bits, starts),
-                                   np.add.reduceat((~null).astype(np.int64), starts) == 0)
-    null = nulls["energy_j"][order]
-    e = values["energy_j"][order]
-    empty = np.add.reduceat((~null).astype(np.int64), starts) == 0
-    cols["energy_j_min"] = (np.minimum.reduceat(np.where(null, np.inf, e), starts), empty)
-    cols["energy_j_max"] = (np.maximum.reduceat(np.where(null, -np.inf, e), starts), empty)
-    last = np.maximum.reduceat(np.where(null, -1, np.arange(len(e))), starts)
-    cols["energy_j_last"] = (e[np.maximum(last, 0)], empty)
-    return Rollup(gpu=keys[0][starts], bucket=keys[1][starts],
-                  job=keys[2][starts] if by_job else None, n=n, cols=cols)
-
-
-def _rollup_columns(r: Rollup) -> list:
-    int_cols = {f"mem_used_mib_{a}" for a in ("max", "min")}
-    out = [("gpu_id", "int4", r.gpu, None), ("bucket", "timestamptz_ms", r.bucket, None)]
-    if r.job is not None:
-        out.append(("job_id", "int4", r.job, None))
-    out.append(("n", "int4", r.n, None))
-    for name, (values, null) in r.cols.items():
-        if name == "throttle_reasons_or":
-            kind = "int8"
-        elif name in int_cols or name.endswith("_n"):
-            kind = "int4"
-        elif name.startswith("energy_j") or name.rsplit("_", 1)[0] in ROLLUP_FLOAT8:
-            kind = "float8"  # <m>_avg, _max, _min of a byte rate (migration 0008)
-        else:
-            kind = "float4"
-        out.append((name, kind, values, null))
-    return out
 
 
 # --- the bulk writer ------------------------------------------------------------------------
@@ -189,7 +102,7 @@ FROM (
                     ELSE COALESCE(r.sm_active_pct_n, r.n) END AS sm_k,
                CASE WHEN r.power_w_avg IS NULL THEN 0
                     ELSE COALESCE(r.power_w_n, r.n) END AS power_k
-        FROM telemetry_gpurollup1m r
+        FROM {source} r
         WHERE r.job_id = t.job_id AND r.bucket >= t.hour
           AND r.bucket < t.hour + interval '1 hour'
           AND r.bucket >= %(lo)s AND r.bucket < %(hi)s
@@ -221,7 +134,7 @@ ON CONFLICT (node_id, bucket) DO UPDATE SET gpus = EXCLUDED.gpus, {updates}
 """
 
 
-def _node_rollup_sql(width: int) -> str:
+def _node_rollup_sql(width: int, source: str) -> str:
     cols = ", ".join(f"{m}_sum, {m}_n" for m in NODE_ROLLUP_METRICS)
     sums = ", ".join(
         f"sum(r.{m}_avg::float8 * COALESCE(r.{m}_n, r.n)), "
@@ -230,7 +143,7 @@ def _node_rollup_sql(width: int) -> str:
     updates = ", ".join(f"{m}_{k} = EXCLUDED.{m}_{k}" for m in NODE_ROLLUP_METRICS
                         for k in ("sum", "n"))
     return _NODE_ROLLUP_SQL.format(table=NODE_ROLLUP_TABLES[width], cols=cols, sums=sums,
-                                   updates=updates, source=GPU_ROLLUP_TABLES[width])
+                                   updates=updates, source=source)
 
 
 _DELETE_JOB_HOURS = """
@@ -274,9 +187,9 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
     with connection.cursor() as wrapper:
         cur = wrapper.cursor
         if replace:
-            for table, col in ((GPU_CHUNK_TABLE, "start"),
-                               *((t, "bucket") for t in GPU_ROLLUP_TABLES.values())):
-                cur.execute(_DELETE_HOURS.format(table=table, col=col), [gpus, starts, lo, hi])
+            for table in (GPU_CHUNK_TABLE, GPU_ROLLUP_TABLES[60], GPU_ROLLUP_TABLES[300]):
+                cur.execute(_DELETE_HOURS.format(table=table, col="start"),
+                            [gpus, starts, lo, hi])
         with cur.copy(f"COPY {GPU_CHUNK_TABLE} (gpu_id, start, n, data) FROM STDIN "
                       "(FORMAT BINARY)") as copy:
             copy.set_types(["int4", "timestamptz", "int4", "bytea"])
@@ -285,26 +198,133 @@ def write_hours(blocks: list[tuple[int, codec.Block]], *, replace: bool = True) 
                                 codec.pack(b.start, b.ts, b.job, b.values, b.nulls)))
         out.chunks = len(blocks)
         out.samples = sum(len(b) for _, b in blocks)
-        minute = gpu_rollup(blocks, 60, by_job=True)
-        five = gpu_rollup(blocks, 300, by_job=True)
-        hour = gpu_rollup(blocks, 3600, by_job=False)
-        out.rollup_rows = copy_arrays(cur, GPU_ROLLUP_TABLES[60], _rollup_columns(minute))
-        out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[300], _rollup_columns(five))
-        out.rollup_rows += copy_arrays(cur, GPU_ROLLUP_TABLES[3600], _rollup_columns(hour))
+        # Every width's blob of each hour at once (the values quantised once).
+        blobs = [rollupcodec.pack_hours(b, (60, 300, 3600), flat=(3600,)) for _, b in blocks]
+        for width in (60, 300):
+            with cur.copy(f"COPY {GPU_ROLLUP_TABLES[width]} (gpu_id, start, n, data) FROM STDIN "
+                          "(FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "timestamptz", "int4", "bytea"])
+                for (g, b), start, blob in zip(blocks, starts, blobs, strict=True):
+                    copy.write_row((g, start, len(b), blob[width]))
+            out.rollup_rows += len(blocks)
+        days = _write_days(cur, blocks, [blob[3600] for blob in blobs])
+        out.rollup_rows += len(days)
+        # The nodes' 5-minute sums from every GPU of theirs in these hours (the others may
+        # have been packed by an earlier transaction), decoded from the 5-minute blobs.
+        cur.execute("SELECT g.id FROM inventory_gpu g WHERE g.node_id IN "
+                    "(SELECT node_id FROM inventory_gpu WHERE id = ANY(%s))", [gpus])
+        node_gpus = [r[0] for r in cur.fetchall()]
         for width in NODE_ROLLUP_TABLES:
-            cur.execute(_node_rollup_sql(width), {"gpu": gpus, "start": starts, "lo": lo,
-                                                  "hi": hi})
-        pairs = {(int(j), int(b - b % HOUR_MS)) for j, b in zip(minute.job, minute.bucket,
-                                                                strict=True) if j}
+            params = {"gpu": gpus, "start": starts, "lo": lo, "hi": hi}
+            if width == 3600:  # the day blobs holding these hours
+                params.update(_unpacked_rows(cur, width, node_gpus, days, days[0],
+                                             days[-1] + dt.timedelta(days=1)))
+            else:
+                params.update(_unpacked_rows(cur, width, node_gpus, starts, lo, hi))
+            cur.execute(_node_rollup_sql(width, _UNPACKED_SOURCE), params)
+        pairs = {(int(j), int(b.start)) for _, b in blocks for j in np.unique(b.job) if j}
         out.jobs = len({j for j, _ in pairs})
         if pairs:
             params = {"job": [j for j, _ in pairs], "hour": [ms_to_dt(h) for _, h in pairs],
                       "lo": lo, "hi": hi, "origin": ORIGIN}
+            # The 1-minute blobs of every GPU the jobs had in these hours: their allocations,
+            # and the GPUs written here (a sample's job is what its batch said).
+            cur.execute("SELECT DISTINCT gpu_id FROM jobs_jobgpu WHERE job_id = ANY(%s)",
+                        [params["job"]])
+            job_gpus = sorted({r[0] for r in cur.fetchall()} | set(gpus))
+            hours = sorted({h for _, h in pairs})
+            params.update(_unpacked_rows(cur, 60, job_gpus, [ms_to_dt(h) for h in hours],
+                                         ms_to_dt(hours[0]),
+                                         ms_to_dt(hours[-1]) + dt.timedelta(hours=1)))
             for width, table in JOB_ROLLUP_TABLES.items():
                 if replace:
                     cur.execute(_DELETE_JOB_HOURS.format(table=table), params)
-                cur.execute(_JOB_ROLLUP_SQL.format(table=table),
+                cur.execute(_JOB_ROLLUP_SQL.format(table=table, source=_UNPACKED_SOURCE),
                             {**params, "width": dt.timedelta(seconds=width)})
+    return out
+
+
+DAY_MS = 24 * HOUR_MS
+_DELETE_DAYS = """
+DELETE FROM {table} r USING unnest(%s::int[], %s::timestamptz[]) AS u(gpu_id, start)
+WHERE r.gpu_id = u.gpu_id AND r.start = u.start AND r.start >= %s AND r.start < %s
+"""
+
+
+def _write_days(cur, blocks: list[tuple[int, codec.Block]], hourly: list[bytes]
+                ) -> list[dt.datetime]:
+    """The 1-hour rollup blobs, one per (GPU, day), of the days these hours are on: each
+    day's other hours as they were, these hours' buckets (``hourly``: each block's 1-hour
+    blob, not split by job) replacing theirs; returns the days, sorted."""
+    table = GPU_ROLLUP_TABLES[3600]
+    new: dict[tuple[int, int], list[rollupcodec.RollupBlock]] = {}
+    for (g, b), blob in zip(blocks, hourly, strict=True):
+        new.setdefault((g, b.start - b.start % DAY_MS), []).append(rollupcodec.unpack(blob))
+    days = sorted({ms_to_dt(d) for _, d in new})
+    lo, hi = days[0], days[-1] + dt.timedelta(days=1)
+    gpus = [g for g, _ in new]
+    day_of = [ms_to_dt(d) for _, d in new]
+    cur.execute(f"SELECT gpu_id, data FROM {table} WHERE gpu_id = ANY(%s) AND start = ANY(%s) "
+                "AND start >= %s AND start < %s", [sorted(set(gpus)), days, lo, hi])
+    for g, data in cur.fetchall():
+        old = rollupcodec.unpack(bytes(data))
+        hours = new.get((g, old.start))
+        if hours is None:
+            continue
+        written = np.array([h.start - h.start % HOUR_MS for h in hours], np.int64)
+        keep = ~np.isin(old.bucket, written)
+        if keep.any():
+            hours.append(rollupcodec.take(old, keep))
+    cur.execute(_DELETE_DAYS.format(table=table), [gpus, day_of, lo, hi])
+    with cur.copy(f"COPY {table} (gpu_id, start, n, data) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "timestamptz", "int4", "bytea"])
+        for (g, day), parts in new.items():
+            r = rollupcodec.concat(parts)
+            copy.write_row((g, ms_to_dt(day), int(r.n.sum()), rollupcodec.pack_rows(
+                day, 3600, r.bucket, r.job, r.n, r.k, r.stats)))
+    return days
+
+
+# The packed rollups' rows that the job and node rollups read, as a relation: arrays
+# from ``_unpacked_rows`` (the means as sum / count; NaN where no sample reported it).
+_UNPACKED = ("util_pct", "sm_active_pct", "power_w")
+_UNPACKED_SOURCE = (
+    "(SELECT gpu_id, job_id, 'epoch'::timestamptz + b * interval '1 millisecond' AS bucket, n, "
+    + ", ".join(f"NULLIF({m}_avg, 'NaN') AS {m}_avg, {m}_n" for m in _UNPACKED)
+    + ", mem_used_mib_max FROM unnest(%(r_gpu)s::int[], %(r_job)s::int[], %(r_b)s::int8[], "
+    "%(r_n)s::int[], "
+    + ", ".join(f"%(r_{m}_avg)s::float8[], %(r_{m}_n)s::int[]" for m in _UNPACKED)
+    + ", %(r_mem)s::int[]) AS u(gpu_id, job_id, b, n, "
+    + ", ".join(f"{m}_avg, {m}_n" for m in _UNPACKED) + ", mem_used_mib_max))")
+
+
+def _unpacked_rows(cur, width: int, gpus, hours, lo, hi) -> dict[str, list]:
+    """The ``width`` rollup blobs of these GPUs and hours, decoded into the parameters of
+    ``_UNPACKED_SOURCE``."""
+    cur.execute(f"SELECT gpu_id, data FROM {GPU_ROLLUP_TABLES[width]} WHERE gpu_id = ANY(%s) "
+                "AND start = ANY(%s) AND start >= %s AND start < %s", [gpus, hours, lo, hi])
+    parts = [(g, rollupcodec.unpack(bytes(data))) for g, data in cur.fetchall()]
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "r_gpu", "r_job", "r_b", "r_n", "r_mem",
+        *(f"r_{m}_{a}" for m in _UNPACKED for a in ("avg", "n")))}
+    for g, r in parts:
+        cols["r_gpu"].append(np.full(len(r), g, np.int64))
+        cols["r_job"].append(r.job)
+        cols["r_b"].append(r.bucket)
+        cols["r_n"].append(r.n)
+        cols["r_mem"].append(np.where(r.k["mem_used_mib"] > 0,
+                                      r.stats["mem_used_mib"]["max"], -1))
+        for m in _UNPACKED:
+            k = r.k[m]
+            cols[f"r_{m}_avg"].append(np.where(k > 0, r.stats[m]["sum"] / np.maximum(k, 1),
+                                               np.nan))
+            cols[f"r_{m}_n"].append(k)
+    out = {}
+    for key, arrays in cols.items():
+        values = np.concatenate(arrays).tolist() if arrays else []
+        if key == "r_mem":
+            values = [None if v < 0 else v for v in values]
+        out[key] = values
     return out
 
 

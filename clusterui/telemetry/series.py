@@ -30,12 +30,16 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
-from clusterui.telemetry import codec, packed
+from clusterui.telemetry import codec, packed, rollupcodec
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
+    GPU_PACKED_ROLLUP_WIDTHS,
+    GPU_ROLLUP_BLOB_SPAN,
     GPU_ROLLUP_TABLES,
     GPU_SAMPLE_TABLE,
     JOB_METRIC_NAMES,
@@ -52,6 +56,8 @@ MAX_POINTS = 600
 # MAX_POINTS wins (never finer than the 1 s a collector can sample at).
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 AGGREGATES = {"avg": "avg", "max": "max", "min": "min"}
+_PACKED_TABLES = frozenset(GPU_ROLLUP_TABLES[w] for w in GPU_PACKED_ROLLUP_WIDTHS)
+_BLOB_SPAN = {GPU_ROLLUP_TABLES[w]: span for w, span in GPU_ROLLUP_BLOB_SPAN.items()}
 _ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 # A row's bucket on the axis, computed by the database (the same buckets as
 # date_bin(step, t, origin); the axis's first bucket is aligned on the origin), without
@@ -66,12 +72,31 @@ class SeriesError(ValueError):
 def pick_step(start: dt.datetime, end: dt.datetime, *, max_points: int = MAX_POINTS,
               minimum: float = 1) -> int:
     """The finest bucket that keeps the range within ``max_points``, and no finer than
-    ``minimum`` (the collectors' sampling interval: finer buckets would be half empty)."""
+    ``minimum`` (the collectors' sampling interval: finer buckets would be half empty) or
+    than the finest tier retention still keeps for ``start`` (``retained_minimum``)."""
+    minimum = max(minimum, retained_minimum(start))
     span = (end - start).total_seconds()
     for step in STEPS:
         if step >= minimum and span / step <= max_points:
             return step
     return STEPS[-1]
+
+
+def retained_minimum(start: dt.datetime, now: dt.datetime | None = None) -> int:
+    """The finest step whose tier still holds data from ``start`` (retention drops whole
+    day partitions, oldest first): raw samples (any step) for ``RAW_RETENTION_DAYS``, then
+    the 1-minute rollups (steps of whole minutes) for ``ROLLUP_1M_RETENTION_DAYS``, the
+    5-minute ones (steps of 5 minutes) for ``ROLLUP_5M_RETENTION_DAYS``, then hours. A chart
+    of an old range reads the coarser tier that is there rather than a finer one that was
+    dropped (a blank chart)."""
+    age = (now or timezone.now()) - start
+    out = 1
+    for days, step in ((settings.RAW_RETENTION_DAYS, 60),
+                       (settings.ROLLUP_1M_RETENTION_DAYS, 300),
+                       (settings.ROLLUP_5M_RETENTION_DAYS, 3600)):
+        if age > dt.timedelta(days=days):
+            out = max(out, step)
+    return out
 
 
 @dataclass
@@ -173,7 +198,7 @@ def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
     else:
         parts, cut = [], first
     if cut > first:
-        acc.add_rows(_rollup_and_hot(keys, metrics, first, cut, step, agg, parts))
+        _rollup_and_hot(acc, keys, metrics, first, cut, step, agg, parts)
     if cut < end:
         _packed_and_hot(acc, keys, metrics, first, cut, end, step, agg)
     out.values = acc.result()
@@ -230,7 +255,12 @@ class _Partials:
         if not rows:
             return
         # One float64 matrix: None (a bucket where a metric had no sample) becomes NaN.
-        table = np.array(rows, dtype=np.float64)
+        self.add_table(np.array(rows, dtype=np.float64))
+
+    def add_table(self, table: np.ndarray) -> None:
+        """``add_rows``'s rows as a float64 matrix."""
+        if not len(table):
+            return
         index = table[:, 1]
         ok = ~np.isnan(index) & (index >= 0) & (index < self.n)
         table, index = table[ok], index[ok].astype(np.int64)
@@ -312,20 +342,57 @@ def _rollup_selects(key_col, keys, metrics, first, step, agg, parts, *, skip="")
     return selects, params
 
 
-def _rollup_and_hot(keys, metrics, first, cut, step, agg, parts):
-    """Partial aggregates for [first, cut) from the rollups (``parts``: (table, lo, hi)) and
+def _rollup_and_hot(acc: "_Partials", keys, metrics, first, cut, step, agg, parts) -> None:
+    """Add the partial aggregates for [first, cut) from the rollups (``parts``: (table, lo,
+    hi); the 1-hour rows aggregated in SQL, the packed 1- and 5-minute blobs decoded here) and
     the hot table (one statement, so a compaction committing meanwhile cannot move a sample
     between them)."""
-    selects, params = _rollup_selects("gpu_id", keys, metrics, first, step, agg, parts)
+    rows_parts = [p for p in parts if p[0] not in _PACKED_TABLES]
+    blob_parts = [p for p in parts if p[0] in _PACKED_TABLES]
+    width = 2 * len(metrics)
+    selects, params = _rollup_selects("gpu_id", keys, metrics, first, step, agg, rows_parts)
+    selects = [sql.replace("SELECT gpu_id,", "SELECT gpu_id, NULL::bytea, NULL::int,", 1)
+                  .replace("GROUP BY 1, 2", "GROUP BY 1, 4") for sql in selects]
+    blank = ", ".join(["NULL::float8"] * width)
+    for p, (table, lo, hi) in enumerate(blob_parts):
+        selects.append(f"""
+            SELECT gpu_id, data, {p}, NULL::int, {blank}
+            FROM {table}
+            WHERE gpu_id = ANY(%s) AND start > %s AND start < %s""")
+        params += [keys, lo - dt.timedelta(seconds=_BLOB_SPAN[table]), hi]
     selects.append(f"""
-            SELECT gpu_id, {_BUCKET.format(t="ts")}, {_hot_parts(metrics, agg)}
+            SELECT gpu_id, NULL::bytea, NULL::int, {_BUCKET.format(t="ts")},
+                   {_hot_parts(metrics, agg)}
             FROM {GPU_SAMPLE_TABLE}
             WHERE gpu_id = ANY(%s) AND ts >= %s AND ts < %s
-            GROUP BY 1, 2""")
+            GROUP BY 1, 4""")
     params += [first, step, keys, first, cut]
     with connection.cursor() as cur:
         cur.execute("\n            UNION ALL".join(selects), params)
-        return cur.fetchall()
+        rows = cur.fetchall()
+    acc.add_rows([(key, *rest) for key, data, _, *rest in rows if data is None])
+    first_ms = packed.dt_to_ms(first)
+    for key, data, p, *_ in rows:
+        if data is None:
+            continue
+        _, lo, hi = blob_parts[p]
+        acc.add_table(_blob_partials(key, rollupcodec.unpack(bytes(data)), metrics, agg,
+                                     first_ms, step * 1000, packed.dt_to_ms(lo),
+                                     packed.dt_to_ms(hi)))
+
+
+def _blob_partials(key, r: rollupcodec.RollupBlock, metrics, agg, first_ms, step_ms, lo_ms,
+                   hi_ms) -> np.ndarray:
+    """(key, bucket index, value, count, ...) rows, as ``_Partials.add_table`` takes them,
+    of a packed rollup's buckets inside [lo, hi): per metric the sum (avg) or the max or min
+    of the samples that reported it, and how many those were."""
+    keep = (r.bucket >= lo_ms) & (r.bucket < hi_ms)
+    cols = [np.full(int(keep.sum()), key, np.float64),
+            ((r.bucket[keep] - first_ms) // step_ms).astype(np.float64)]
+    stat = "sum" if agg == "avg" else agg
+    for m in metrics:
+        cols += [r.stats[m][stat][keep].astype(np.float64), r.k[m][keep].astype(np.float64)]
+    return np.column_stack(cols) if len(cols[0]) else np.zeros((0, len(cols)))
 
 
 def _packed_and_hot(acc: _Partials, keys, metrics, first, lo, hi, step, agg) -> None:

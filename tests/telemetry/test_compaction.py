@@ -15,6 +15,7 @@ from clusterui.telemetry import compaction, packed, partitions
 from clusterui.telemetry.series import gpu_series
 from clusterui.telemetry.tasks import maintain_partitions
 from tests import rows
+from tests.telemetry.packed_rollups import rollup_rows
 
 pytestmark = pytest.mark.django_db
 # Most tests here keep the two newest closed hours hot (RAW_HOT_MINUTES=120), so that a
@@ -109,15 +110,14 @@ def test_the_rollups_equal_sql_over_the_raw_rows(cluster):
         FROM telemetry_gpusample WHERE ts < %s GROUP BY 1, 2 ORDER BY 1, 2
         """, [NOW - dt.timedelta(hours=2)])
     compaction.compact(NOW)
-    got = fetch("SELECT gpu_id, bucket, n, util_pct_avg, power_w_max, sm_active_pct_min, "
-                "mem_used_mib_max FROM telemetry_gpurollup1m ORDER BY 1, 2")
+    got = rollup_rows(60, "gpu_id, bucket, n, util_pct_avg, power_w_max, sm_active_pct_min, "
+                      "mem_used_mib_max")
     assert len(got) == len(gpu_minutes) == 2 * 120
     for g, w in zip(got, gpu_minutes, strict=True):
         assert g[:3] == w[:3] and g[6] == w[6]
         assert g[3] == pytest.approx(w[3], abs=0.006)
         assert g[4] == pytest.approx(w[4], abs=0.001) and g[5] == pytest.approx(w[5], abs=0.006)
-    got = fetch("SELECT gpu_id, bucket, n, temp_c_avg, util_pct_max FROM telemetry_gpurollup1h "
-                "ORDER BY 1, 2")
+    got = rollup_rows(3600, "gpu_id, bucket, n, temp_c_avg, util_pct_max")
     assert [g[:3] for g in got] == [w[:3] for w in gpu_hours]
     assert [g[3:] for g in got] == [pytest.approx(w[3:], abs=0.006) for w in gpu_hours]
 
@@ -131,9 +131,9 @@ def test_the_5_minute_rollups_equal_sql_over_the_raw_rows(cluster):
         FROM telemetry_gpusample WHERE ts < %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         """, [NOW - dt.timedelta(hours=2)])
     compaction.compact(NOW)
-    got = fetch("SELECT gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, "
-                "sm_active_pct_min, mem_used_mib_max, energy_j_min, energy_j_max, "
-                "throttle_reasons_or FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
+    got = rollup_rows(300, "gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, "
+                      "sm_active_pct_min, mem_used_mib_max, energy_j_min, energy_j_max, "
+                      "throttle_reasons_or")
     assert len(got) == len(want) == 2 * 24
     for g, w in zip(got, want, strict=True):
         assert g[:4] == w[:4] and g[7:] == w[7:]  # energy and throttling: null here
@@ -146,19 +146,14 @@ def test_job_rollups_aggregate_over_the_jobs_gpus():
     job = rows.job(gpus=gpus, state="ended", started_at=T0 - dt.timedelta(days=3),
                    ended_at=T0 - dt.timedelta(days=2))  # long finished: no detector waits
     rows.gpu_samples(gpus, T0, T0 + dt.timedelta(hours=1), util=util, job=job)
-    want = fetch(
-        """
-        SELECT date_bin('1 minute', ts, '2000-01-01'), count(*), count(DISTINCT gpu_id),
-               avg(util_pct), max(mem_used_mib)
-        FROM telemetry_gpusample WHERE job_id = %s GROUP BY 1 ORDER BY 1
-        """, [job.id])
+    want = fetch("SELECT count(*), count(DISTINCT gpu_id), avg(util_pct), max(mem_used_mib) "
+                 "FROM telemetry_gpusample WHERE job_id = %s", [job.id])
     power = fetch("SELECT avg(power_w) * 2 FROM telemetry_gpusample")[0][0]
     compaction.compact(NOW)
-    got = fetch("SELECT bucket, samples, gpus, util_pct, mem_used_max_mib, gpu_s "
-                "FROM telemetry_jobrollup1m WHERE job_id = %s ORDER BY 1", [job.id])
-    assert [g[:3] for g in got] == [w[:3] for w in want]
-    assert [g[3] for g in got] == [pytest.approx(w[3], abs=0.006) for w in want]
-    assert {g[5] for g in got} == {120.0}  # 2 GPUs x 6 samples x 10 s
+    got = fetch("SELECT samples, gpus, util_pct, mem_used_max_mib FROM telemetry_jobrollup1h "
+                "WHERE job_id = %s", [job.id])
+    assert got[0][:2] == want[0][:2] and got[0][3] == want[0][3]
+    assert got[0][2] == pytest.approx(want[0][2], abs=0.006)
     hour = fetch("SELECT samples, gpus, gpu_s, power_w FROM telemetry_jobrollup1h "
                  "WHERE job_id = %s", [job.id])
     assert hour == [(720, 2, 7200.0, pytest.approx(power, rel=1e-5))]
@@ -167,6 +162,7 @@ def test_job_rollups_aggregate_over_the_jobs_gpus():
 def test_late_data_merges_into_its_chunk_and_its_rollups(cluster):
     compaction.compact(NOW)
     g = cluster[0]
+    hours_before = rollup_rows(3600, "gpu_id, bucket, n, util_pct_avg")
     hour = T0 + dt.timedelta(hours=1)
     # A replayed spool: one sample the chunk already has, and one it does not.
     with connection.cursor() as cur:
@@ -183,11 +179,14 @@ def test_late_data_merges_into_its_chunk_and_its_rollups(cluster):
                  [g.id, hour]) == [(361,)]
     block = packed.raw_samples([g.id], hour, hour + dt.timedelta(minutes=1))[0][1]
     assert block.values["util_pct"][:2].tolist() == [11.0, 99.0]  # the newest write wins
-    n, util_max = fetch("SELECT n, util_pct_max FROM telemetry_gpurollup1m WHERE gpu_id = %s "
-                        "AND bucket = %s", [g.id, hour])[0]
+    n, util_max = next(r[2:] for r in rollup_rows(60, "gpu_id, bucket, n, util_pct_max")
+                       if r[:2] == (g.id, hour))
     assert n == 7 and util_max == 99.0
-    assert fetch("SELECT n FROM telemetry_gpurollup1h WHERE gpu_id = %s AND bucket = %s",
-                 [g.id, hour]) == [(361,)]
+    assert [r[2] for r in rollup_rows(3600, "gpu_id, bucket, n")
+            if r[:2] == (g.id, hour)] == [361]
+    # The other hours in the same day's 1-hour blob, and the other GPUs', are as they were.
+    assert [r for r in rollup_rows(3600, "gpu_id, bucket, n, util_pct_avg")
+            if r[:2] != (g.id, hour)] == [r for r in hours_before if r[:2] != (g.id, hour)]
 
 
 def test_the_default_packs_an_hour_minutes_after_it_closed(cluster, settings):
@@ -239,7 +238,9 @@ def test_a_second_run_meanwhile_returns_at_once(cluster):
     assert compaction.compact(NOW).rows == 4 * 360
 
 
-def test_retention_drops_the_raw_chunks_and_keeps_the_rollups():
+def test_retention_drops_the_raw_chunks_and_keeps_the_rollups(settings):
+    settings.RAW_RETENTION_DAYS = 14  # the data (20 days old) is past it, not the rollups'
+    settings.ROLLUP_1M_RETENTION_DAYS = 30
     node = rows.node(gpus=1, latest=False)
     gpu = node.gpus.get()
     old = NOW - dt.timedelta(days=20)
@@ -249,12 +250,31 @@ def test_retention_drops_the_raw_chunks_and_keeps_the_rollups():
     maintain_partitions()
     partitions.forget_known()
     assert fetch("SELECT count(*) FROM telemetry_gpuchunk") == [(0,)]
-    assert fetch("SELECT count(*) FROM telemetry_gpurollup1m") == [(60,)]
+    assert len(rollup_rows(60, "n")) == 60
     end = old + dt.timedelta(hours=1)
     per_minute = gpu_series([gpu.id], ["util_pct"], old, end, step=60).values[gpu.id]
     assert all(v is not None for v in per_minute["util_pct"])
     raw = gpu_series([gpu.id], ["util_pct"], old, end, step=10).values[gpu.id]
     assert all(v is None for v in raw["util_pct"])
+    # Without a step, a chart of that hour gets the finest tier still kept: 1 minute.
+    chart = gpu_series([gpu.id], ["util_pct"], old, end)
+    assert chart.step == 60 and None not in chart.values[gpu.id]["util_pct"]
+
+
+def test_a_chart_past_a_tiers_retention_reads_the_next_coarser_tier(settings):
+    settings.ROLLUP_1M_RETENTION_DAYS = 10
+    node = rows.node(gpus=1, latest=False)
+    gpu = node.gpus.get()
+    old = NOW - dt.timedelta(days=20)
+    rows.gpu_samples([gpu], old, old + dt.timedelta(hours=1), util=util)
+    compaction.compact(NOW)
+    maintain_partitions()
+    partitions.forget_known()
+    assert rollup_rows(60, "n") == [] and len(rollup_rows(300, "n")) == 12
+    # Six hours would be drawn at 1 minute (the 6 h preset): those are gone, 5 minutes not.
+    chart = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=6))
+    assert chart.step == 300
+    assert all(v is not None for v in chart.values[gpu.id]["util_pct"][:12])
 
 
 def test_long_ranges_read_the_rollups(cluster):
@@ -265,7 +285,7 @@ def test_long_ranges_read_the_rollups(cluster):
             for step in (60, 3600)}
     fetch("DELETE FROM telemetry_gpuchunk RETURNING 1")
     assert gpu_series(ids, ["util_pct"], start, end, step=60).values == want[60]
-    fetch("DELETE FROM telemetry_gpurollup1m RETURNING 1")
+    fetch("DELETE FROM telemetry_gpurollup1mpack RETURNING 1")
     assert gpu_series(ids, ["util_pct"], start, end, step=3600).values == want[3600]
     # What a rollup cannot answer comes from the packed tier, gone here.
     energy = gpu_series(ids, ["energy_j"], start, end, step=3600, agg="avg").values
@@ -301,64 +321,116 @@ def test_each_rollup_goes_after_its_own_retention(settings):
     rows.gpu_samples([gpu], old, old + dt.timedelta(hours=1), util=util, job=job)
     compaction.compact(NOW)
     counts = ("SELECT (SELECT count(*) FROM telemetry_gpuchunk), "
-              "(SELECT count(*) FROM telemetry_gpurollup1m), "
-              "(SELECT count(*) FROM telemetry_jobrollup1m), "
-              "(SELECT count(*) FROM telemetry_gpurollup5m), "
-              "(SELECT count(*) FROM telemetry_gpurollup1h), "
+              "(SELECT count(*) FROM telemetry_gpurollup1mpack), "
+              "(SELECT count(*) FROM telemetry_gpurollup5mpack), "
+              "(SELECT count(*) FROM telemetry_gpurollup1hpack), "
               "(SELECT count(*) FROM telemetry_jobrollup1h)")
-    assert fetch(counts) == [(1, 60, 60, 12, 1, 1)]
+    assert fetch(counts) == [(1, 1, 1, 1, 1)]  # one blob per (GPU, hour)
     maintain_partitions()
     partitions.forget_known()
-    assert fetch(counts) == [(0, 0, 0, 12, 1, 1)]
+    assert fetch(counts) == [(0, 0, 1, 1, 1)]
     five = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=1), step=300)
     assert all(v is not None for v in five.values[gpu.id]["util_pct"])
     settings.ROLLUP_5M_RETENTION_DAYS = 10
     maintain_partitions()
     partitions.forget_known()
-    assert fetch(counts) == [(0, 0, 0, 0, 1, 1)]
+    assert fetch(counts) == [(0, 0, 0, 1, 1)]
     hourly = gpu_series([gpu.id], ["util_pct"], old, old + dt.timedelta(hours=1), step=3600)
     assert hourly.values[gpu.id]["util_pct"][0] == pytest.approx(
         np.mean([util(gpu, k) for k in range(360)]), abs=0.006)
 
 
-def test_the_migration_fills_the_5_minute_rollups_from_the_1_minute_ones(cluster):
+def test_the_migration_packs_the_rollup_rows_of_before(cluster):
+    """Migration 0009 packs the row tables' 1- and 5-minute rollups into blobs that read
+    back as the rows were (the means within the float4 they were kept as)."""
     from importlib import import_module
     from types import SimpleNamespace
 
-    migration = import_module("clusterui.telemetry.migrations.0004_gpurollup5m")
+    migration = import_module("clusterui.telemetry.migrations.0009_packed_gpu_rollups")
     compaction.compact(NOW)
-    columns = ("gpu_id, bucket, job_id, n, util_pct_avg, power_w_max, sm_active_pct_min, "
-               "mem_used_mib_max, energy_j_last, throttle_reasons_or")
-    want = fetch(f"SELECT {columns} FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
-    fetch("DELETE FROM telemetry_gpurollup5m RETURNING 1")
-    migration.backfill(None, SimpleNamespace(connection=connection))
-    got = fetch(f"SELECT {columns} FROM telemetry_gpurollup5m ORDER BY 1, 2, 3")
-    assert len(got) == len(want) == 2 * 24
+    columns = ("gpu_id, bucket, job_id, n, util_pct_avg, util_pct_n, power_w_max, "
+               "sm_active_pct_min, mem_used_mib_max, energy_j_min, energy_j_max, energy_j_last, "
+               "throttle_reasons_or")
+    names = [c.strip() for c in columns.split(",")]
+    gauges = ", ".join(f"{m}_avg real, {m}_n int, {m}_max float8, {m}_min float8"
+                       for m in migration.GAUGES)
+    want = {}
+    for source, (target, width) in migration.TABLES.items():
+        want[width] = rollup_rows(width, columns)
+        old = rollup_rows(width, "gpu_id, bucket, job_id, n, throttle_reasons_or, energy_j_min, "
+                                 "energy_j_max, energy_j_last, " + ", ".join(
+                                     f"{m}_avg, {m}_n, {m}_max, {m}_min" for m in migration.GAUGES))
+        day = NOW.date() - dt.timedelta(days=1)
+        with connection.cursor() as cur:
+            cur.execute(f"""CREATE TABLE {source} (gpu_id int, bucket timestamptz, job_id int,
+                  n int, throttle_reasons_or bigint, energy_j_min float8, energy_j_max float8,
+                  energy_j_last float8, {gauges}) PARTITION BY RANGE (bucket)""")
+            for d in (day, day + dt.timedelta(days=1)):  # day partitions, as the tables had
+                cur.execute(f"""CREATE TABLE {source}_p{d:%Y%m%d} PARTITION OF {source}
+                      FOR VALUES FROM ('{d}') TO ('{d + dt.timedelta(days=1)}')""")
+            cur.executemany(f"INSERT INTO {source} VALUES ({', '.join(['%s'] * len(old[0]))})",
+                            old)
+        fetch(f"DELETE FROM {target} RETURNING 1")
+    migration.pack_rows(None, SimpleNamespace(connection=connection))
+    for width, rows_before in want.items():
+        got = rollup_rows(width, columns)
+        assert len(got) == len(rows_before) > 0
+        for g, w in zip(got, rows_before, strict=True):
+            g, w = dict(zip(names, g, strict=True)), dict(zip(names, w, strict=True))
+            assert g.pop("util_pct_avg") == pytest.approx(w.pop("util_pct_avg"), rel=1e-6)
+            assert g == w
+    assert fetch("SELECT to_regclass('telemetry_gpurollup1m'), "
+                 "to_regclass('telemetry_gpurollup5m')") == [(None, None)]
+
+
+def test_the_migration_packs_the_hourly_rollup_rows_of_before(cluster):
+    """Migration 0011 packs the 1-hour row table into one blob per (GPU, day)."""
+    from importlib import import_module
+    from types import SimpleNamespace
+
+    migration = import_module("clusterui.telemetry.migrations.0011_packed_gpu_rollup1h")
+    compaction.compact(NOW)
+    columns = ("gpu_id, bucket, n, util_pct_avg, sm_active_pct_n, power_w_max, temp_c_min, "
+               "mem_used_mib_max, energy_j_min, energy_j_last, throttle_reasons_or")
+    want = rollup_rows(3600, columns)
+    old = rollup_rows(3600, "gpu_id, bucket, n, throttle_reasons_or, energy_j_min, "
+                            "energy_j_max, energy_j_last, " + ", ".join(
+                                f"{m}_avg, {m}_n, {m}_max, {m}_min" for m in migration.GAUGES))
+    gauges = ", ".join(f"{m}_avg real, {m}_n int, {m}_max float8, {m}_min float8"
+                       for m in migration.GAUGES)
+    month = NOW.date().replace(day=1)
+    months = {month, (T0 - dt.timedelta(days=1)).date().replace(day=1)}
+    with connection.cursor() as cur:
+        cur.execute(f"""CREATE TABLE {migration.SOURCE} (gpu_id int, bucket timestamptz, n int,
+              throttle_reasons_or bigint, energy_j_min float8, energy_j_max float8,
+              energy_j_last float8, {gauges}) PARTITION BY RANGE (bucket)""")
+        for m in months:  # month partitions, as the table had
+            end = (m + dt.timedelta(days=32)).replace(day=1)
+            cur.execute(f"CREATE TABLE {migration.SOURCE}_p{m:%Y%m} PARTITION OF "
+                        f"{migration.SOURCE} FOR VALUES FROM ('{m}') TO ('{end}')")
+        cur.executemany(f"INSERT INTO {migration.SOURCE} VALUES "
+                        f"({', '.join(['%s'] * len(old[0]))})", old)
+    fetch(f"DELETE FROM {migration.TARGET} RETURNING 1")
+    migration.pack_rows(None, SimpleNamespace(connection=connection))
+    got = rollup_rows(3600, columns)
+    assert len(got) == len(want) == 2 * 2  # two GPUs, two hours
     for g, w in zip(got, want, strict=True):
-        assert g[:4] == w[:4] and g[7:] == w[7:]
-        assert g[4:7] == pytest.approx(w[4:7], abs=0.006)
+        assert g[3] == pytest.approx(w[3], rel=1e-6)
+        assert g[:3] + g[4:] == w[:3] + w[4:]
+    assert fetch("SELECT to_regclass('telemetry_gpurollup1h')") == [(None,)]
 
 
-def test_node_rollups_are_the_sums_of_the_gpu_rollups_and_the_migration_rebuilds_them(
-        cluster):
-    """Compaction sums each node's GPUs into the node rollups the cluster history reads;
-    migration 0007 builds the same rows from GPU rollups already stored."""
-    import importlib
-
-    from django.db import connection
-
+def test_node_rollups_are_the_sums_of_the_gpu_rollups(cluster):
+    """Compaction sums each node's GPUs into the node rollups the cluster history reads
+    (migration 0007's backfill read the 5-minute row table that migration 0009 packed)."""
     raw = fetch("SELECT date_trunc('hour', ts), avg(util_pct) FROM telemetry_gpusample "
                 "WHERE ts < %s GROUP BY 1 ORDER BY 1", [NOW - dt.timedelta(hours=2)])
     compaction.compact(NOW)
     want = {
-        "5m": fetch("SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), "
-                    "sum(r.util_pct_avg::float8 * COALESCE(r.util_pct_n, r.n)), "
-                    "sum(COALESCE(r.power_w_n, r.n)) FROM telemetry_gpurollup5m r "
-                    "JOIN inventory_gpu g ON g.id = r.gpu_id GROUP BY 1, 2 ORDER BY 1, 2"),
-        "1h": fetch("SELECT g.node_id, r.bucket, count(DISTINCT r.gpu_id), "
-                    "sum(r.util_pct_avg::float8 * COALESCE(r.util_pct_n, r.n)), "
-                    "sum(COALESCE(r.power_w_n, r.n)) FROM telemetry_gpurollup1h r "
-                    "JOIN inventory_gpu g ON g.id = r.gpu_id GROUP BY 1, 2 ORDER BY 1, 2"),
+        "5m": _node_sums(rollup_rows(300, "gpu_id, bucket, util_pct_avg, util_pct_n, n, "
+                                          "power_w_n")),
+        "1h": _node_sums(rollup_rows(3600, "gpu_id, bucket, util_pct_avg, util_pct_n, n, "
+                                           "power_w_n")),
     }
     assert len(want["5m"]) == 2 * 12 and len(want["1h"]) == 2  # one node, two hours
 
@@ -376,18 +448,21 @@ def test_node_rollups_are_the_sums_of_the_gpu_rollups_and_the_migration_rebuilds
                   "ORDER BY 1")
     assert [b for b, _ in means] == [h for h, _ in raw]
     assert all(abs(m - r) < 1e-3 for (_, m), (_, r) in zip(means, raw, strict=True))
-    before = {s: node_rows(s) for s in ("5m", "1h")}
-    with connection.cursor() as cur:
-        cur.execute("TRUNCATE telemetry_noderollup5m, telemetry_noderollup1h")
-    migration = importlib.import_module("clusterui.telemetry.migrations.0007_node_rollups")
 
-    class Editor:
-        pass
 
-    editor = Editor()
-    editor.connection = connection
-    migration.backfill(None, editor)
-    assert {s: node_rows(s) for s in ("5m", "1h")} == before
+def _node_sums(gpu_rows):
+    """(node, bucket, GPUs, sum of util x its count, power count) from packed GPU rollup rows
+    (gpu_id, bucket, util_pct_avg, util_pct_n, n, power_w_n), as the node rollups keep them."""
+    from clusterui.inventory.models import Gpu
+
+    node_of = dict(Gpu.objects.values_list("id", "node_id"))
+    sums = {}
+    for gpu_id, bucket, avg, util_n, n, power_n in gpu_rows:
+        key = (node_of[gpu_id], bucket)
+        gpus, util, power = sums.get(key, (set(), 0.0, 0))
+        sums[key] = (gpus | {gpu_id}, util + (avg or 0) * (n if util_n is None else util_n),
+                     power + (n if power_n is None else power_n))
+    return [(k[0], k[1], len(g), u, p) for k, (g, u, p) in sorted(sums.items())]
 
 
 def test_node_rollups_count_a_mig_gpu_once_and_not_its_instances():

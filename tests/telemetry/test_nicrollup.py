@@ -171,6 +171,9 @@ def test_late_data_makes_its_hour_due_again(nics):
 
 
 def test_each_nic_rollup_goes_after_its_own_retention(settings):
+    # Each tier's retention longer than the data's age, then shorter, one after the other.
+    settings.RAW_RETENTION_DAYS = 14
+    settings.ROLLUP_1M_RETENTION_DAYS = settings.ROLLUP_5M_RETENTION_DAYS = 30
     node = rows.node(gpus=1, nics=1, latest=False)
     nic = Nic.objects.get(node=node)
     old = NOW - dt.timedelta(days=20)

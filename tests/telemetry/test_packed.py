@@ -9,6 +9,7 @@ from django.db import connection
 
 from clusterui.telemetry import codec, packed
 from tests import rows
+from tests.telemetry.packed_rollups import rollup_rows
 
 pytestmark = pytest.mark.django_db
 HOUR = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
@@ -49,19 +50,17 @@ def test_write_hours_makes_chunks_and_rollups_and_replaces_them():
     got = packed.raw_samples([g1.id], HOUR, HOUR + dt.timedelta(hours=1))
     assert got[0][0] == g1.id and np.array_equal(got[0][1].ts, blocks[0][1].ts)
 
-    minute = fetch("SELECT n, util_pct_avg, power_w_min, mem_used_mib_max, throttle_reasons_or,"
-                   " energy_j_last FROM telemetry_gpurollup1m WHERE gpu_id = %s "
-                   "ORDER BY bucket", [g1.id])
+    minute = rollup_rows(60, "n, util_pct_avg, power_w_min, mem_used_mib_max, "
+                         "throttle_reasons_or, energy_j_last", "gpu_id = %s", [g1.id])
     assert len(minute) == 60
     assert minute[0][:2] == (6, 40.0)
     assert minute[0][3] == 5 and minute[0][4] == 4 and minute[0][5] is None
     assert minute[1][4] == 0
-    hour = fetch("SELECT n, util_pct_avg, util_pct_max, power_w_avg FROM telemetry_gpurollup1h "
-                 "WHERE gpu_id = %s", [g2.id])
+    hour = rollup_rows(3600, "n, util_pct_avg, util_pct_max, power_w_avg", "gpu_id = %s",
+                       [g2.id])
     assert hour[0][:3] == (360, 80.0, 80.0)
     assert hour[0][3] == pytest.approx(150.0)
 
     jobs = fetch("SELECT gpus, samples, gpu_s, util_pct, busy_pct, power_w, mem_used_max_mib "
                  "FROM telemetry_jobrollup1h WHERE job_id = %s", [job.id])
     assert jobs == [(2, 720, 7200.0, 60.0, 60.0, pytest.approx(300.0), 359)]
-    assert fetch("SELECT count(*), sum(samples) FROM telemetry_jobrollup1m") == [(60, 720)]

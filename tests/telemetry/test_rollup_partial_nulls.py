@@ -100,9 +100,6 @@ def test_job_rollups_average_over_the_samples_that_reported_the_metric():
     # Per hour 360 samples, 270 with SM activity: 90 at 60 and 180 at 30.
     assert hours == [(360, 99.0, pytest.approx(PAIR_MEAN), pytest.approx(PAIR_MEAN), None,
                       270)] * 2
-    minutes = fetch("SELECT sm_active_pct, sm_active_n FROM telemetry_jobrollup1m "
-                    "WHERE job_id = %s ORDER BY bucket LIMIT 2", [JOB_ID])
-    assert minutes == [(60.0, 3), (30.0, None)]
 
 
 @pytest.mark.parametrize("width, table", [(60, "telemetry_nicrollup1m"),

@@ -33,11 +33,13 @@ from clusterui.telemetry import codec, compaction, packed
 from clusterui.telemetry.metrics import (
     GPU_METRIC_NAMES,
     GPU_METRICS,
+    GPU_PACKED_ROLLUP_WIDTHS,
     GPU_ROLLUP_TABLES,
     NIC_METRIC_NAMES,
     NIC_ROLLUP_TABLES,
 )
 from tests.factories import node_batch
+from tests.telemetry.packed_rollups import rollup_rows
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now()
@@ -147,25 +149,30 @@ def fetch(sql, params=()):
         return cur.fetchall()
 
 
+def read_rollup(width: int, table: str, columns: str, gpu_id: int) -> list[tuple]:
+    """The rollup's rows of this GPU by bucket: the packed ones (1 and 5 minutes, migration
+    0009) decoded, the 1-hour ones as stored."""
+    if width in GPU_PACKED_ROLLUP_WIDTHS:
+        return rollup_rows(width, columns, "gpu_id = %s", [gpu_id])
+    return fetch(f"SELECT {columns} FROM {table} WHERE gpu_id = %s ORDER BY bucket", [gpu_id])
+
+
 def assert_rollups(name: str, gpu_id: int, ts: np.ndarray, v: np.ndarray) -> None:
     for width, table in GPU_ROLLUP_TABLES.items():
         bucket = ts - ts % (width * 1000)
         edges = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
         parts = np.split(np.arange(N), edges[1:])
         if name == "throttle_reasons":
-            got = fetch(f"SELECT throttle_reasons_or FROM {table} WHERE gpu_id = %s "
-                        "ORDER BY bucket", [gpu_id])
+            got = read_rollup(width, table, "throttle_reasons_or", gpu_id)
             want = [int(np.bitwise_or.reduce(v[p])) for p in parts]
             assert [g for (g,) in got] == want, (name, table)
             continue
         if name == "energy_j":
-            got = fetch(f"SELECT energy_j_min, energy_j_max, energy_j_last FROM {table} "
-                        "WHERE gpu_id = %s ORDER BY bucket", [gpu_id])
+            got = read_rollup(width, table, "energy_j_min, energy_j_max, energy_j_last", gpu_id)
             want = [(v[p].min(), v[p].max(), v[p][-1]) for p in parts]
             assert got == want, (name, table)
             continue
-        got = fetch(f"SELECT {name}_min, {name}_max, {name}_avg, {name}_n FROM {table} "
-                    "WHERE gpu_id = %s ORDER BY bucket", [gpu_id])
+        got = read_rollup(width, table, f"{name}_min, {name}_max, {name}_avg, {name}_n", gpu_id)
         assert len(got) == len(parts), (name, table)
         lo, hi, avg, _ = (np.array(c, np.float64) for c in zip(*got, strict=True))
         present = [p[~np.isnan(v[p])] if v.dtype.kind == "f" else p for p in parts]
