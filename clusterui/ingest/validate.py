@@ -505,7 +505,9 @@ def _layout(name: str, fields, ref_field: str, metrics: tuple[Metric, ...],
     """The section's layout, or the reason its ``fields`` are unusable (each row is then
     refused with it)."""
     try:
-        key = (name, *fields) if type(fields) is list else None
+        # Remembered only for a list of a plausible length: a hostile one of a million
+        # fields is judged each time, not kept.
+        key = (name, *fields) if type(fields) is list and len(fields) <= 256 else None
         hit = _LAYOUTS.get(key) if key is not None else None
     except TypeError:  # a field that is not hashable (a list): not a list of names
         key = hit = None
