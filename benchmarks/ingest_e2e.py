@@ -8,7 +8,10 @@ the machine is doing.
 
     python benchmarks/ingest_e2e.py [--batches 8000] [--celery-batches 1500] [--large 200]
 
-It uses its own database (``clusterui_bench``) and Redis database 8, and prints its figures.
+It uses its own database (``clusterui_bench``, or ``BENCH_DATABASE``) and Redis database 8
+(or ``BENCH_REDIS_DB``), and prints its figures. ``--signed`` signs every batch with a node
+key as a collector does (``collectors.signing``: what this checkout's collector sends), so
+that the server's signature check is part of the measurement.
 """
 
 import argparse
@@ -24,8 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BASE_DB = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui")
-BENCH_DB = BASE_DB.rsplit("/", 1)[0] + "/clusterui_bench"
-BROKER = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[0] + "/8"
+BENCH_NAME = os.environ.get("BENCH_DATABASE", "clusterui_bench")
+BENCH_DB = BASE_DB.rsplit("/", 1)[0] + "/" + BENCH_NAME
+BROKER = (os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[0]
+          + "/" + os.environ.get("BENCH_REDIS_DB", "8"))
 os.environ.update(DATABASE_URL=BENCH_DB, CELERY_BROKER_URL=BROKER, DEBUG="1",
                   DJANGO_SETTINGS_MODULE="clusterui.settings")
 
@@ -35,8 +40,8 @@ def setup_database() -> None:
 
     admin = BASE_DB.rsplit("/", 1)[0].replace("postgres://", "postgresql://", 1) + "/postgres"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS clusterui_bench WITH (FORCE)")
-        conn.execute("CREATE DATABASE clusterui_bench")
+        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_NAME}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{BENCH_NAME}"')
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
 
 
@@ -119,12 +124,16 @@ def batches(n: int, samples: int, gpus: int = 8, prefix: str = "n", nodes: int =
     from tests.factories import node_batch
 
     start = time.time() - 3 * 3600
-    return [
+    made = [
         node_batch(node=f"{prefix}{i % nodes:04d}", seq=i // nodes + 1, boot_id=prefix,
                    samples=samples, gpus=gpus, nics=4, job=f"{prefix}{i % nodes}",
                    start=start + (i // nodes) * samples * 10, job_started=start - 600)
         for i in range(n)
     ]
+    return [SIGNER(e) for e in made] if SIGNER else made
+
+
+SIGNER = None  # --signed: each batch as the collector signs it (``signing.node_signer``)
 
 
 def copy_ceiling(rows: int) -> float:
@@ -169,12 +178,22 @@ def main() -> None:
     parser.add_argument("--celery-batches", type=int, default=1500,
                         help="node-sized batches for the Celery task and the no-op ceiling")
     parser.add_argument("--large", type=int, default=200, help="large batches (1,000 rows)")
+    parser.add_argument("--signed", action="store_true",
+                        help="sign every batch with its node's key, as collectors do")
     args = parser.parse_args()
     setup_database()
     import django
 
     django.setup()
-    from clusterui.ingest.models import IngestBatch
+    from clusterui.ingest.models import IngestBatch, IngestKey
+
+    if args.signed:
+        global SIGNER
+        from collectors import signing
+
+        secret = "bench-cluster-secret"
+        IngestKey.objects.create(cluster="test", key_id="bench-1", secret=secret)
+        SIGNER = signing.node_signer("bench-1", secret)
 
     def stored(n):
         return IngestBatch.objects.count() >= n

@@ -1,8 +1,16 @@
 """HMAC signatures on batches: a batch carries the HMAC of its envelope, so the server can
 refuse batches from anyone who can merely reach Redis, and a node can write only as itself.
 
-The signed bytes are the envelope without its ``signature`` member, serialised as
-canonical JSON: keys sorted, no whitespace, UTF-8, Python's shortest round-trip floats.
+Two versions of what is signed (docs/protocol.md, "Signatures"):
+
+- **version 2** (``seal``; what collectors send): the envelope is serialised once, and the
+  HMAC covers exactly those bytes. The task's argument is ``{"batch": <that JSON text>,
+  "signature": {"v": 2, ...}}``; the server checks the HMAC over the text it received
+  before it parses it (``verify_sealed``), so it never serialises anything again.
+- **version 1** (``sign``; accepted during the transition): the signature is a member of
+  the envelope, and the signed bytes are the envelope without it, re-serialised as
+  canonical JSON: keys sorted, no whitespace, UTF-8, Python's shortest round-trip floats.
+
 The server uses this same module to verify.
 
 Two schemes, named by the signature's ``alg``:
@@ -108,18 +116,99 @@ def sign(envelope: dict, key_id: str, secret: str) -> dict:
 
 
 def node_signer(key_id: str, cluster_secret: str) -> Callable[[dict], dict]:
-    """For a holder of the cluster secret that sends as many nodes (the simulator): signs
-    each envelope with the derived key of the node it names."""
+    """For a holder of the cluster secret that sends as many nodes (the simulator): seals
+    each envelope (version 2) with the derived key of the node it names."""
     def sign_as_its_node(envelope: dict) -> dict:
         key = derive_node_key(cluster_secret, envelope["cluster"], envelope["node"])
-        return sign(envelope, key_id, key)
+        return seal(envelope, key_id, key)
 
     return sign_as_its_node
 
 
+# --- version 2: the HMAC of the bytes sent ---------------------------------------------
+
+VERSION = 2
+BODY = "batch"  # version 2: the member holding the envelope's JSON text
+
+
+def body_bytes(text: str) -> bytes:
+    """The bytes a sealed batch's text stands for (a lone surrogate kept as it was sent)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def seal(envelope: dict, key_id: str, secret: str) -> dict:
+    """The task argument that carries ``envelope`` signed with version 2: the envelope's
+    JSON text (serialised once, here) and the HMAC-SHA256 of its UTF-8 bytes.
+
+    The signature names the cluster (and, for a node key, the node) so that the server
+    finds the key before it parses anything; it refuses the batch when the envelope inside
+    names another. ``envelope`` itself is left unsigned (an old ``signature`` is dropped)."""
+    envelope.pop(FIELD, None)
+    text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+    mac = hmac.new(secret.encode("utf-8"), body_bytes(text), hashlib.sha256).hexdigest()
+    signature = {"v": VERSION, "key_id": key_id, "alg": ALGORITHM,
+                 "cluster": envelope.get("cluster"), "hmac": mac}
+    if is_node_key(secret):
+        signature.update(alg=NODE_ALGORITHM, node=envelope.get("node"))
+    return {BODY: text, FIELD: signature}
+
+
+def version_of(arg) -> int | None:
+    """Which signature version a task argument uses: 2 for a sealed batch (its signature
+    says ``"v": 2``), 1 for an envelope that carries its signature, None when unsigned.
+    Any other ``v`` is returned as given, for the server to refuse."""
+    if not isinstance(arg, dict) or not isinstance(arg.get(FIELD), dict):
+        return None
+    version = arg[FIELD].get("v", 1)
+    return version if isinstance(version, int) and not isinstance(version, bool) else -1
+
+
+def verify_sealed(sealed: dict, secrets_by_key_id: dict[str, str],
+                  cluster_wide: Container[str] | None = None) -> str | None:
+    """None when ``sealed`` (a version 2 argument) carries the HMAC of its text's bytes
+    under one of these keys; otherwise the reason. Parses nothing: the caller then parses
+    the text and holds the envelope to the cluster and node named here (``mismatch``)."""
+    signature, text = sealed.get(FIELD), sealed.get(BODY)
+    if not isinstance(signature, dict):
+        return "signature: must be an object with key_id, alg and hmac"
+    if not isinstance(text, str):
+        return (f"signature: version 2 carries the batch as JSON text in {BODY!r}, got "
+                f"{type(text).__name__}")
+    found = _key(signature, signature.get("cluster"), signature.get("node"),
+                 secrets_by_key_id, cluster_wide)
+    if isinstance(found, str):
+        return found
+    secret, what = found
+    try:
+        data = body_bytes(text)
+    except UnicodeEncodeError:
+        return "signature: the batch text is not UTF-8"
+    expected = hmac.new(secret.encode("utf-8"), data, hashlib.sha256).hexdigest()
+    return _compare(expected, signature, what)
+
+
+def mismatch(signature: dict, envelope) -> str | None:
+    """Why a verified version 2 signature does not cover this envelope (it names another
+    cluster or, for a node key, another node); None when it does."""
+    if not isinstance(envelope, dict):
+        return None  # validation refuses a batch that is not an object, with its reason
+    cluster, node = envelope.get("cluster"), envelope.get("node")
+    if signature.get("cluster") != cluster:
+        return (f"signature: made for cluster {str(signature.get('cluster'))[:64]!r}, but "
+                f"the batch says cluster {str(cluster)[:64]!r}")
+    if signature.get("alg") == NODE_ALGORITHM and signature.get("node") != node:
+        return (f"signature: made with the node key of {str(signature.get('node'))[:64]!r}, "
+                f"but the batch says node {str(node)[:64]!r}: a node key signs only its "
+                "own node")
+    return None
+
+
+# --- version 1: the HMAC of the envelope re-serialised ------------------------------------
+
 def verify(envelope: dict, secrets_by_key_id: dict[str, str],
            cluster_wide: Container[str] | None = None) -> str | None:
-    """None when the envelope is signed by one of these keys; otherwise the reason.
+    """None when the envelope is signed (version 1) by one of these keys; otherwise the
+    reason.
 
     ``secrets_by_key_id`` holds cluster secrets; a node signature is checked against the key
     derived from one for the envelope's own cluster and node. ``cluster_wide``: the key ids
@@ -129,6 +218,22 @@ def verify(envelope: dict, secrets_by_key_id: dict[str, str],
         return "signature: missing (this cluster requires signed batches)"
     if not isinstance(signature, dict):
         return "signature: must be an object with key_id, alg and hmac"
+    found = _key(signature, envelope.get("cluster"), envelope.get("node"), secrets_by_key_id,
+                 cluster_wide)
+    if isinstance(found, str):
+        return found
+    secret, what = found
+    try:
+        expected = digest(envelope, secret)
+    except (TypeError, ValueError):
+        return "signature: the envelope cannot be serialised to verify it"
+    return _compare(expected, signature, what)
+
+
+def _key(signature: dict, cluster, node, secrets_by_key_id: dict[str, str],
+         cluster_wide: Container[str] | None) -> tuple[str, str] | str:
+    """(the HMAC key, how to name it) for this signature of a batch from ``cluster`` and
+    ``node``; or why there is none."""
     key_id, alg, mac = signature.get("key_id"), signature.get("alg"), signature.get("hmac")
     if alg not in (NODE_ALGORITHM, ALGORITHM):
         return f"signature: alg must be {NODE_ALGORITHM!r} or {ALGORITHM!r}"
@@ -143,8 +248,7 @@ def verify(envelope: dict, secrets_by_key_id: dict[str, str],
                     f"{NODE_ALGORITHM!r}); its cluster-wide signatures are turned off")
         what = f"key id {key_id!r}"
     else:
-        cluster, node, signed_for = (envelope.get("cluster"), envelope.get("node"),
-                                     signature.get("node"))
+        signed_for = signature.get("node")
         if not isinstance(node, str) or not node:
             return "signature: a node signature needs the envelope's node name"
         if signed_for != node:
@@ -155,12 +259,12 @@ def verify(envelope: dict, secrets_by_key_id: dict[str, str],
         except (TypeError, ValueError):
             return "signature: no node key can be derived for this cluster and node name"
         what = f"node key of {node[:64]!r}, key id {key_id!r}"
-    try:
-        expected = digest(envelope, secret)
-    except (TypeError, ValueError):
-        return "signature: the envelope cannot be serialised to verify it"
-    if not hmac.compare_digest(expected, mac):
-        if alg == NODE_ALGORITHM:
+    return secret, what
+
+
+def _compare(expected: str, signature: dict, what: str) -> str | None:
+    if not hmac.compare_digest(expected, signature["hmac"]):
+        if signature.get("alg") == NODE_ALGORITHM:
             return (f"signature: does not match ({what}): altered, or not signed with this "
                     "node's own key")
         return f"signature: does not match ({what}): altered or wrong key"

@@ -38,10 +38,11 @@ class RedisSender:
                              f"({', '.join(s + '://' for s in BROKER_SCHEMES)}), "
                              f"got {scheme}://")
         self.queue = queue
-        # (key id, secret), the secret a node key or a cluster secret (``signing.sign``
-        # picks the scheme), or a function that signs an envelope (the simulator's
-        # ``signing.node_signer``): every batch is signed just before it is published, after
-        # anything else (the spool's drop count) has been added to it.
+        # (key id, secret), the secret a node key or a cluster secret (``signing.seal``
+        # picks the scheme), or a function that seals an envelope (the simulator's
+        # ``signing.node_signer``): every batch is signed (version 2: the HMAC of the bytes
+        # sent) just before it is published, after anything else (the spool's drop count)
+        # has been added to it.
         self.signing_key = signing_key
         self.broker_url = broker_url
         self._redis = redis.Redis.from_url(
@@ -52,12 +53,13 @@ class RedisSender:
         )
 
     def send(self, batch: dict) -> None:
+        arg = batch
         if callable(self.signing_key):
-            self.signing_key(batch)
+            arg = self.signing_key(batch)
         elif self.signing_key:
-            signing.sign(batch, *self.signing_key)
+            arg = signing.seal(batch, *self.signing_key)
         try:
-            self._redis.lpush(self.queue, wire.task_message(batch, self.queue))
+            self._redis.lpush(self.queue, wire.task_message(arg, self.queue, about=batch))
         except BaseException:
             # A broken connection is not reused: the next send opens a fresh one.
             self._redis.connection_pool.disconnect()

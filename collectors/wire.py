@@ -26,11 +26,15 @@ TASK_NAME = "clusterui.ingest"
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
-def task_message(batch: dict, queue: str, *, task_id: str | None = None) -> bytes:
-    """The queue item for ``clusterui.ingest(batch)`` routed to ``queue`` (JSON, UTF-8)."""
+def task_message(batch: dict, queue: str, *, task_id: str | None = None,
+                 about: dict | None = None) -> bytes:
+    """The queue item for ``clusterui.ingest(batch)`` routed to ``queue`` (JSON, UTF-8).
+    ``batch`` is the task's argument (an envelope, or a sealed one: ``signing.seal``);
+    ``about``, the envelope it carries, names the call in logs (default: ``batch``)."""
     task_id = task_id or str(uuid.uuid4())
     body = json.dumps([[batch], {}, _EMBED]).encode("utf-8")
-    agent = batch.get("agent") if isinstance(batch.get("agent"), dict) else {}
+    about = batch if about is None else about
+    agent = about.get("agent") if isinstance(about.get("agent"), dict) else {}
     message = {
         "body": base64.b64encode(body).decode("ascii"),
         "content-encoding": "utf-8",
@@ -50,7 +54,7 @@ def task_message(batch: dict, queue: str, *, task_id: str | None = None) -> byte
             "parent_id": None,
             # What Flower and worker logs show for the call: the batch's identity, not its
             # (possibly megabytes of) samples.
-            "argsrepr": f"[<batch node={batch.get('node')!r} seq={agent.get('seq')!r}>]",
+            "argsrepr": f"[<batch node={about.get('node')!r} seq={agent.get('seq')!r}>]",
             "kwargsrepr": "{}",
             "origin": f"clusterui-collector{os.getpid()}@{socket.gethostname()}",
             "ignore_result": True,

@@ -30,11 +30,12 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from clusterui.ingest import deadletter, inventory_cache, messages
-from clusterui.ingest.auth import check_signature
+from clusterui.ingest.auth import check_signature, key_id_of, open_batch
 from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.tasks import INGEST_TASK, record_rejection
 from clusterui.ingest.validate import Batch, BatchRejected, validate_batch
 from clusterui.ingest.writer import store_batches
+from collectors import signing
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class FlushResult:
 @dataclass
 class _Item:
     raw: bytes
-    envelope: object = None
+    envelope: object = None  # the task's argument as received (what a dead letter keeps)
     batch: Batch | None = None
     rows: int = 0
 
@@ -231,14 +232,19 @@ class Consumer:
         items = []
         for raw in raws:
             try:
-                envelope = messages.envelope_of(raw)
+                arg = messages.envelope_of(raw)
             except messages.NotIngestMessage as exc:
                 self._dead_letter(messages.excerpt(raw, 1_000_000), str(exc), result)
                 continue
             # The key lookup may need the database: it waits out an outage like a store.
-            envelope, refusal = messages.verified_envelope(
-                raw, envelope, lambda e: self._with_database(lambda: check_signature(e)))
-            item = _Item(raw=raw, envelope=envelope)
+            if signing.version_of(arg) not in (None, 1):  # version 2 (or one unknown)
+                envelope, refusal, key_id = self._with_database(lambda a=arg: open_batch(a))
+            else:  # version 1 or unsigned
+                envelope, refusal = messages.verified_envelope(
+                    raw, arg, lambda e: self._with_database(lambda: check_signature(e)))
+                key_id = key_id_of(envelope.get(signing.FIELD)) \
+                    if isinstance(envelope, dict) else ""
+            item = _Item(raw=raw, envelope=arg)
             if refusal is None:
                 try:
                     item.batch = validate_batch(envelope, max_rows=settings.INGEST_MAX_ROWS,
@@ -248,9 +254,7 @@ class Consumer:
             if refusal is not None:
                 self._refuse(envelope, refusal, result)
                 continue
-            signature = envelope.get("signature")
-            if isinstance(signature, dict) and isinstance(signature.get("key_id"), str):
-                item.batch.key_id = signature["key_id"][:64]
+            item.batch.key_id = key_id
             b = item.batch
             item.rows = len(b.gpu_rows) + len(b.nic_rows) + len(b.job_rows)
             items.append(item)

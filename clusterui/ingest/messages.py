@@ -98,9 +98,10 @@ def excerpt(raw: bytes, limit: int = 2000) -> str:
 
 
 def verified_envelope(raw: bytes, envelope, check) -> tuple[object, str | None]:
-    """``check(envelope)`` (the signature check); when the signature does not match, read
-    the message again with the exact parser and check that: orjson reads an integer of
-    2**64 or more as a float, whose canonical form differs from what was signed."""
+    """``check(envelope)`` (the version 1 signature check: version 2 signs the bytes sent,
+    ``auth.open_batch``); when the signature does not match, read the message again with
+    the exact parser and check that: orjson reads an integer of 2**64 or more as a float,
+    whose canonical form differs from what was signed."""
     refusal = check(envelope) if isinstance(envelope, dict) else None
     if refusal is None or "does not match" not in refusal:
         return envelope, refusal

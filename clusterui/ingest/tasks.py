@@ -16,23 +16,24 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from clusterui.ingest import deadletter, inventory_cache
-from clusterui.ingest.auth import check_signature
+from clusterui.ingest.auth import open_batch
 from clusterui.ingest.models import RejectedBatch
 from clusterui.ingest.validate import BatchRejected, validate_batch
 from clusterui.ingest.writer import store_batch
+from collectors import signing
 
 log = logging.getLogger(__name__)
 INGEST_TASK = "clusterui.ingest"
 TRANSIENT = (OperationalError, InterfaceError, SoftTimeLimitExceeded)
 
 
-def ingest_envelope(envelope):
-    """Validate and store one envelope; refusals are recorded, not raised."""
-    if isinstance(envelope, dict):
-        refusal = check_signature(envelope)
-        if refusal:
-            record_rejection(envelope, refusal)
-            return None
+def ingest_envelope(arg):
+    """Validate and store one batch (the task's argument: an envelope, or a version 2
+    sealed batch); refusals are recorded, not raised."""
+    envelope, refusal, key_id = open_batch(arg)
+    if refusal:
+        record_rejection(envelope, refusal)
+        return None
     try:
         batch = validate_batch(
             envelope,
@@ -42,17 +43,18 @@ def ingest_envelope(envelope):
     except BatchRejected as exc:
         record_rejection(envelope, exc.reason)
         return None
-    signature = envelope.get("signature")
-    if isinstance(signature, dict) and isinstance(signature.get("key_id"), str):
-        batch.key_id = signature["key_id"][:64]  # verified above when the cluster has keys
+    batch.key_id = key_id  # verified above when the cluster has keys
     return store_batch(batch)
 
 
 def record_rejection(envelope, reason: str) -> None:
     cluster = node = ""
-    if isinstance(envelope, dict):
-        cluster = envelope.get("cluster") if isinstance(envelope.get("cluster"), str) else ""
-        node = envelope.get("node") if isinstance(envelope.get("node"), str) else ""
+    # A version 2 batch refused before its text was read: its signature names them.
+    named = (envelope[signing.FIELD] if signing.version_of(envelope) not in (None, 1)
+             else envelope)
+    if isinstance(named, dict):
+        cluster = named.get("cluster") if isinstance(named.get("cluster"), str) else ""
+        node = named.get("node") if isinstance(named.get("node"), str) else ""
         cluster, node = cluster[:64], node[:128]
     log.warning("batch refused (cluster=%r node=%r): %s", cluster, node, reason)
     RejectedBatch.objects.create(

@@ -11,9 +11,10 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import repeat
+from functools import partial
+from itertools import chain, repeat
+from operator import ge, is_not, le
 
-import numpy as np
 import orjson
 from django.conf import settings
 
@@ -512,33 +513,96 @@ def _scheduler_facts(batch: Batch, entry: dict, clean: dict, where: str) -> None
 
 _NONE = type(None)
 _NUMBER = {float, int}
+_INTS = frozenset({int, _NONE})
+_REALS = frozenset({float, int, _NONE})
 FAST_PATH = True  # tests turn it off to compare the two paths
-COLUMNWISE_MIN_ROWS = 48
+_not_none = partial(is_not, None)
 
 
-def _clean_rows(rows, width, ts_at, ref_at, ref_is_job, known, job_at, jobs, plan,
+@dataclass(frozen=True)
+class _Layout:
+    """What a section's ``fields`` mean for its rows (computed once per distinct list of
+    fields: a collector sends the same one in every batch)."""
+
+    width: int
+    ts_at: int
+    ref_at: int
+    job_at: int | None
+    plan: tuple[tuple[Metric, int | None], ...]  # every metric, and its column or None
+    # The metrics present, for the whole-section check: their columns, bounds, and which of
+    # them are real-valued (NaN and infinity are looked for there) or integers.
+    columns: tuple[int, ...]
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+    reals: tuple[int, ...]  # positions in ``columns``
+    integers: tuple[int, ...]
+
+
+_LAYOUTS: dict[tuple, "_Layout | str"] = {}
+
+
+def _layout(name: str, fields, ref_field: str, metrics: tuple[Metric, ...],
+            with_job: bool) -> "_Layout | str":
+    """The section's layout, or the reason its ``fields`` are unusable (each row is then
+    refused with it)."""
+    try:
+        # Remembered only for a list of a plausible length: a hostile one of a million
+        # fields is judged each time, not kept.
+        key = (name, *fields) if type(fields) is list and len(fields) <= 256 else None
+        hit = _LAYOUTS.get(key) if key is not None else None
+    except TypeError:  # a field that is not hashable (a list): not a list of names
+        key = hit = None
+    if hit is not None:
+        return hit
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        return f"{name}: fields must be a list of names"
+    missing = [f for f in ("ts", ref_field) if f not in fields]
+    duplicated = ({f for f in fields if fields.count(f) > 1}
+                  if len(set(fields)) != len(fields) else set())
+    if missing:
+        found: _Layout | str = f"{name}: fields lack {', '.join(missing)}"
+    elif duplicated:
+        found = f"{name}: fields repeat {', '.join(sorted(duplicated))}"
+    else:
+        position = {f: i for i, f in enumerate(fields)}
+        # Unknown fields are ignored; absent known ones are stored as null.
+        plan = tuple((m, position.get(m.name)) for m in metrics)
+        present = [(m, at) for m, at in plan if at is not None]
+        found = _Layout(
+            width=len(fields), ts_at=position["ts"], ref_at=position[ref_field],
+            job_at=position.get("job") if with_job else None, plan=plan,
+            columns=tuple(at for _m, at in present),
+            lo=tuple(m.lo for m, _at in present), hi=tuple(m.hi for m, _at in present),
+            reals=tuple(i for i, (m, _at) in enumerate(present) if not m.integer),
+            integers=tuple(i for i, (m, _at) in enumerate(present) if m.integer))
+    if key is not None:
+        if len(_LAYOUTS) >= 1000:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = found
+    return found
+
+
+def _clean_rows(rows, layout: _Layout, ref_is_job, known, jobs,
                 window: "_Window") -> list[tuple] | None:
-    """The rows of a section in which nothing is wrong, checked column by column at C
-    speed; None as soon as anything is unusual, and the row-by-row check below then finds
-    exactly what and where. Same rows as that check for every row it accepts (an integer
-    in a real column may stay an int)."""
-    # Below a few dozen rows the fixed cost per column is more than the row loop's.
-    if not FAST_PATH or len(rows) < COLUMNWISE_MIN_ROWS:
+    """The rows of a section in which nothing is wrong, checked a whole section at a time:
+    a fixed number of builtins that loop in C (``map(type, ...)``, ``min``, ``max``,
+    ``sum`` mapped over all the metric columns at once), so no Python work per value or
+    per column, and no fixed cost per column that outweighs a small section (numpy's did:
+    a node-sized batch has 8 rows). None as soon as anything is unusual, and the row-by-row
+    check below then finds exactly what and where. Same rows as that check for every row
+    it accepts (an integer in a real column may stay an int)."""
+    if not FAST_PATH:
         return None
-    if set(map(type, rows)) != {list} or set(map(len, rows)) != {width}:
+    if set(map(type, rows)) != {list} or set(map(len, rows)) != {layout.width}:
         return None
     cols = list(zip(*rows, strict=True))
-    ts = cols[ts_at]
+    ts = cols[layout.ts_at]
     types = set(map(type, ts))
-    if not types <= _NUMBER:
-        return None
-    t = _floats(ts)
-    if t is None or not (np.isfinite(t).all() and t.min() >= window.oldest
-                         and t.max() <= window.newest):
+    if not types <= _NUMBER or not _finite_within(ts, window.oldest, window.newest):
         return None
     if int in types:
         ts = tuple(map(float, ts))
-    refs = cols[ref_at]
+    refs = cols[layout.ref_at]
     if ref_is_job:
         if set(map(type, refs)) != {str} or not set(refs) <= known.keys():
             return None
@@ -548,58 +612,63 @@ def _clean_rows(rows, width, ts_at, ref_at, ref_is_job, known, job_at, jobs, pla
         return None
     out_cols = [ts, refs]
     if jobs is not None:
-        if job_at is None:
+        if layout.job_at is None:
             out_cols.append(repeat(None, len(rows)))
         else:
-            job_col = cols[job_at]
+            job_col = cols[layout.job_at]
             if not set(map(type, job_col)) <= {str, _NONE}:
                 return None
             if not set(job_col) - {None} <= jobs.keys():
                 return None
             out_cols.append(job_col)
-    for metric, at in plan:
-        if at is None:
-            out_cols.append(repeat(None, len(rows)))
-            continue
-        col = cols[at]
-        types = set(map(type, col))
-        if not types <= ({int, _NONE} if metric.integer else {float, int, _NONE}):
+    if layout.columns:
+        metric_cols = [cols[at] for at in layout.columns]
+        reals = [metric_cols[i] for i in layout.reals]
+        # Only numbers (and null) in the real columns, only ints (and null) in the integer
+        # ones: one set of types for each kind, over all its columns at once.
+        real_types = set(map(type, chain.from_iterable(reals)))
+        if not real_types <= _REALS:
             return None
-        if types == {_NONE}:
-            out_cols.append(col)
-            continue
-        if metric.integer:
-            # Exact: Python compares ints with the bounds exactly (float64 would take
-            # 2**63 for 2**63 - 1); min and max run at C speed.
-            present = col if _NONE not in types else [v for v in col if v is not None]
-            if not (min(present) >= metric.lo and max(present) <= metric.hi):
+        if len(reals) != len(metric_cols):
+            int_types = set(map(type, chain.from_iterable(
+                metric_cols[i] for i in layout.integers)))
+            if not int_types <= _INTS:
                 return None
-            out_cols.append(col)
-            continue
-        values = _floats(col)  # None becomes NaN
-        if values is None:
+            real_types |= int_types
+        lo, hi = layout.lo, layout.hi
+        if _NONE in real_types:  # nulls aside; a column of nulls only has nothing to check
+            present = [(c, lo[i], hi[i]) for i, c in enumerate(
+                tuple(filter(_not_none, c)) for c in metric_cols) if c]
+            reals = [c for i, c in enumerate(metric_cols) if i in layout.reals]
+            reals = [tuple(filter(_not_none, c)) for c in reals]
+            metric_cols, lo, hi = ([list(x) for x in zip(*present, strict=True)]
+                                   if present else ([], [], []))
+        # A NaN or an infinity makes the sum of the real values non-finite; min and max
+        # compare exactly (an int with its bounds too: 2**63 is out of [0, 2**63 - 1]).
+        try:
+            if not math.isfinite(sum(chain.from_iterable(reals))):
+                return None
+        except OverflowError:  # values near the float limit: judged row by row
             return None
-        nulls = col.count(None) if _NONE in types else 0
-        missing = np.isnan(values)
-        if int(missing.sum()) != nulls:
-            return None  # a NaN sent as a value
-        present = values[~missing] if nulls else values
-        # Every real metric's bounds lie below 2**53, where an int converts exactly.
-        if not (present.min() >= metric.lo and present.max() <= metric.hi):
+        if not (all(map(ge, map(min, metric_cols), lo))
+                and all(map(le, map(max, metric_cols), hi))):
             return None
-        # An int in a real column stays an int (same value; the writer's binary COPY
-        # takes it as is).
-        out_cols.append(col)
-    return list(zip(*out_cols, strict=False))  # repeat() columns are endless
+    # An absent metric: an endless column of nulls (zip stops at the real columns' end).
+    out_cols += [repeat(None) if at is None else cols[at] for _m, at in layout.plan]
+    # An int in a real column stays an int (same value; the writer's binary COPY takes it).
+    return list(zip(*out_cols, strict=False))
 
 
-def _floats(column) -> np.ndarray | None:
-    """A column of numbers (None as NaN) as float64; None when an int is too large for a
-    float (the row loop then refuses it with its reason)."""
+def _finite_within(values, lo: float, hi: float) -> bool:
+    """Every value (int or float) finite and in [lo, hi]. One ``sum`` finds a NaN or an
+    infinity (it propagates); ``min``/``max`` then compare exactly. False also when the
+    sum overflows (values near the float limit): the row loop then judges them one by one."""
     try:
-        return np.array(column, dtype=np.float64)
+        if not math.isfinite(sum(values)):
+            return False
     except OverflowError:
-        return None
+        return False
+    return min(values) >= lo and max(values) <= hi
 
 
 class _Where(int):
@@ -620,30 +689,20 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
         batch.reject(f"{name}: must be an object with fields and rows", type(section).__name__)
         return
     fields, rows = section.get("fields"), section.get("rows")
+    if rows == [] and type(rows) is list:
+        return  # an empty section (a node without NICs or jobs): nothing to check
     if not isinstance(rows, list):
         batch.reject(f"{name}: rows must be a list", type(rows).__name__)
         return
-    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+    layout = _layout(name, fields, ref_field, metrics, with_job)
+    if isinstance(layout, str):
         for _ in rows:
-            batch.reject(f"{name}: fields must be a list of names", _show(fields, 80))
+            batch.reject(layout, _show(fields, 80))
         return
-    missing = [f for f in ("ts", ref_field) if f not in fields]
-    duplicated = ({f for f in fields if fields.count(f) > 1}
-                  if len(set(fields)) != len(fields) else set())
-    if missing or duplicated:
-        reason = (f"{name}: fields lack {', '.join(missing)}" if missing
-                  else f"{name}: fields repeat {', '.join(sorted(duplicated))}")
-        for _ in rows:
-            batch.reject(reason, _show(fields, 80))
-        return
-    position = {f: i for i, f in enumerate(fields)}
-    # Unknown fields are ignored; absent known ones are stored as null.
-    plan = [(m, position.get(m.name)) for m in metrics]
-    ts_at, ref_at = position["ts"], position[ref_field]
-    job_at = position.get("job") if with_job else None
-    width = len(fields)
-    clean = _clean_rows(rows, width, ts_at, ref_at, ref_field == "job", known, job_at,
-                        batch.jobs if with_job else None, plan, window)
+    plan, ts_at, ref_at = layout.plan, layout.ts_at, layout.ref_at
+    job_at, width = layout.job_at, layout.width
+    clean = _clean_rows(rows, layout, ref_field == "job", known,
+                        batch.jobs if with_job else None, window)
     if clean is not None:
         out.extend(clean)
         return

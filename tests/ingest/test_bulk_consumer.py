@@ -12,12 +12,14 @@ from django.db import connection
 
 from clusterui.celery import app
 from clusterui.ingest import deadletter
+from clusterui.ingest.auth import forget_keys
 from clusterui.ingest.consumer import Consumer
 from clusterui.ingest.messages import envelope_of
-from clusterui.ingest.models import IngestBatch, RejectedBatch
+from clusterui.ingest.models import IngestBatch, IngestKey, RejectedBatch
 from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch
+from collectors import signing
 from tests.factories import node_batch, recent_start
 from tests.services import publish
 
@@ -108,6 +110,38 @@ def test_bad_messages_are_set_aside_and_the_good_ones_around_them_land(broker, c
                           "clusterui.ingest belongs there")
     assert c.totals.dead_lettered == 2 and c.totals.refused == 1
     assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
+
+
+def test_sealed_batches_are_verified_over_their_bytes_and_a_forged_one_alone_is_refused(
+        broker, clean_samples):
+    """Signature version 2 (the collector's) next to version 1 (still accepted) in one
+    flush; a sealed batch whose text was altered is refused with its reason."""
+    secret = "bulk-consumer-test-secret-0123456789"
+    IngestKey.objects.create(cluster="test", key_id="k1", secret=secret)
+    forget_keys()
+
+    def key(node):
+        return signing.derive_node_key(secret, "test", node)
+
+    sealed = [signing.seal(node_batch(node=f"gpu-s{n}", samples=2, start=START), "k1",
+                           key(f"gpu-s{n}")) for n in range(3)]
+    forged = signing.seal(node_batch(node="gpu-s9", samples=2, start=START), "k1",
+                          key("gpu-s9"))
+    forged["batch"] = forged["batch"].replace('"seq":1', '"seq":7')
+    old = signing.sign(node_batch(node="gpu-s4", samples=2, start=START), "k1", key("gpu-s4"))
+    publish(sealed[0], forged, sealed[1], old, sealed[2])
+    c = consumer(broker)
+    try:
+        drain(c)
+    finally:
+        forget_keys()
+    assert sorted(IngestBatch.objects.values_list("node__name", "key_id")) == [
+        ("gpu-s0", "k1"), ("gpu-s1", "k1"), ("gpu-s2", "k1"), ("gpu-s4", "k1")]
+    assert gpu_rows() == (64, 64)
+    assert list(RejectedBatch.objects.values_list("node", "reason")) == [(
+        "gpu-s9", "signature: does not match (node key of 'gpu-s9', key id 'k1'): altered, "
+        "or not signed with this node's own key")]
+    assert c.totals.refused == 1 and c.totals.dead_lettered == 0
 
 
 def test_a_batch_the_database_refuses_is_dead_lettered_alone(broker, clean_samples):

@@ -2,7 +2,10 @@
 from it for its own name, and a batch carries the HMAC of its envelope. Unsigned or wrongly
 signed batches are refused and counted. (What a node key may write: ``test_identity.py``.)"""
 
+import hashlib
+import hmac
 import io
+import json
 
 import pytest
 from django.core.management import call_command
@@ -174,10 +177,14 @@ def test_the_simulator_signs_each_node_with_its_own_key(tmp_path):
         sim.close()
     sign = signing.node_signer("test-1", SECRET)
     assert len({b["node"] for b in batches}) == 2
-    for batch in map(sign, batches):
-        assert batch["signature"]["node"] == batch["node"]
-        assert signing.verify(batch, {"test-1": SECRET}, cluster_wide=()) is None
-        assert batch["signature"]["hmac"] == signing.digest(batch, node_key(node=batch["node"]))
+    for batch in batches:
+        sealed = sign(batch)
+        assert sealed["signature"]["node"] == batch["node"]
+        assert signing.verify_sealed(sealed, {"test-1": SECRET}, cluster_wide=()) is None
+        assert sealed["signature"]["hmac"] == hmac.new(
+            node_key(node=batch["node"]).encode(), sealed["batch"].encode(),
+            hashlib.sha256).hexdigest()
+        assert json.loads(sealed["batch"]) == batch
 
 
 @pytest.mark.django_db
@@ -189,3 +196,75 @@ def test_a_cluster_name_no_cluster_can_have_is_refused_with_its_reason(cluster):
     batch["cluster"] = cluster
     assert ingest_envelope(batch) is None
     assert RejectedBatch.objects.get().reason.startswith("cluster: ")
+
+
+# --- version 2: the HMAC of the bytes sent (docs/protocol.md) -----------------------------
+
+def _key_for_test_cluster():
+    IngestKey.objects.create(cluster="test", key_id="test-1", secret=SECRET)
+
+
+@pytest.mark.django_db
+def test_a_sealed_batch_is_stored_and_names_its_key():
+    _key_for_test_cluster()
+    sealed = signing.seal(node_batch(seq=1), "test-1", node_key())
+    assert signing.version_of(sealed) == 2 and "signature" not in json.loads(sealed["batch"])
+    assert ingest_envelope(sealed)
+    assert IngestBatch.objects.get().key_id == "test-1"
+
+
+@pytest.mark.django_db
+def test_a_sealed_batch_is_checked_over_the_bytes_sent_not_a_re_serialisation():
+    """Whitespace and key order that canonical JSON would change are what was signed, so
+    they verify; one changed byte does not."""
+    _key_for_test_cluster()
+    text = json.dumps(node_batch(seq=1), indent=2)  # not the canonical form
+    mac = hmac.new(node_key().encode(), text.encode(), hashlib.sha256).hexdigest()
+    signature = {"v": 2, "key_id": "test-1", "alg": signing.NODE_ALGORITHM,
+                 "cluster": "test", "node": NODE, "hmac": mac}
+    assert ingest_envelope({"batch": text, "signature": signature})
+    altered = text.replace('"seq": 1', '"seq": 2')
+    assert altered != text
+    assert ingest_envelope({"batch": altered, "signature": signature}) is None
+    assert RejectedBatch.objects.get().reason == (
+        "signature: does not match (node key of 'gpu-t001', key id 'test-1'): altered, or "
+        "not signed with this node's own key")
+    assert IngestBatch.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_node_key_cannot_seal_a_batch_that_names_another_node_or_cluster():
+    _key_for_test_cluster()
+    # gpu-t001's own key, a valid HMAC of the text, but the text says gpu-t002.
+    other_node = signing.seal(node_batch(node="gpu-t002"), "test-1", node_key())
+    other_node["signature"]["node"] = NODE
+    assert ingest_envelope(other_node) is None
+    # The signature names a cluster without keys; the batch inside names "test", which has.
+    other_cluster = signing.seal(node_batch(seq=2), "x-1", "any secret")
+    other_cluster["signature"]["cluster"] = "no-keys-here"
+    assert ingest_envelope(other_cluster) is None
+    assert list(RejectedBatch.objects.order_by("id").values_list("reason", flat=True)) == [
+        "signature: made with the node key of 'gpu-t001', but the batch says node "
+        "'gpu-t002': a node key signs only its own node",
+        "signature: made for cluster 'no-keys-here', but the batch says cluster 'test'",
+    ]
+    assert IngestBatch.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_version_1_is_still_accepted_and_unknown_versions_are_refused():
+    _key_for_test_cluster()
+    assert ingest_envelope(signing.sign(node_batch(seq=1), "test-1", node_key()))
+    sealed = signing.seal(node_batch(seq=2), "test-1", node_key())
+    sealed["signature"]["v"] = 3
+    assert ingest_envelope(sealed) is None
+    no_text = signing.seal(node_batch(seq=3), "test-1", node_key())
+    no_text["batch"] = json.loads(no_text["batch"])
+    assert ingest_envelope(no_text) is None
+    assert list(RejectedBatch.objects.order_by("id").values_list("reason", flat=True)) == [
+        "signature: version 3 is not supported (this server accepts versions 1 and 2)",
+        "signature: version 2 carries the batch as JSON text in 'batch', got dict",
+    ]
+    # Refused before the text was read: the refusal still names the node.
+    assert set(RejectedBatch.objects.values_list("node", flat=True)) == {NODE}
+    assert IngestBatch.objects.count() == 1
