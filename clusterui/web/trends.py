@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 from django.utils import timezone
 
-from clusterui.jobs.models import visible_user_name
+from clusterui.jobs import visibility
 
 GROUPS = {"user": "User", "account": "Account", "partition": "Partition",
           "cluster": "Cluster"}
@@ -119,9 +119,11 @@ def trends(viewer, group: str, period: str, now: dt.datetime | None = None) -> T
     params = {"unit": PERIODS[period][1], "tz": timezone.get_current_timezone_name(),
               "start": start, "end": now}
     visible = ""
-    user = visible_user_name(viewer)
-    if user is not None:
-        visible, params["user"] = "AND j.user = %(user)s", user
+    rule = visibility.rule_for(viewer)
+    if rule is not None:
+        condition, rule_params = rule.sql("j")
+        visible = f"AND {condition}"
+        params.update(rule_params)
     with connection.cursor() as cur:
         cur.execute(_SQL.format(group=_GROUP_SQL[group], visible=visible), params)
         rows = cur.fetchall()

@@ -12,7 +12,7 @@ from tests import rows as f
 pytestmark = pytest.mark.django_db
 
 # session + user, then: count, the page of jobs (efficiency, GPU count), their open findings.
-LIST_QUERIES = 2 + 3
+LIST_QUERIES = 2 + 1 + 3  # the 1: the viewer's per-cluster scheduler names (jobs/visibility.py)
 
 
 def listed(response) -> list[str]:
