@@ -52,7 +52,7 @@ def queue_job_ends(now: dt.datetime | None = None, *, limit: int | None = None) 
 
 
 def _queue_for(job: Job, now: dt.datetime) -> tuple[str, int]:
-    address = recipients.owner_address(job.user)
+    address = recipients.owner_address(job)
     if address is None:
         return "no address for the job's owner", 0
     wanted, why = decide(job, address)
