@@ -12,6 +12,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from clusterui.inventory.models import Cluster
+from clusterui.jobs.filtersets import UNKNOWN_CLUSTER
 from clusterui.jobs.usage import GROUPS
 from clusterui.telemetry.series import AGGREGATES
 
@@ -101,3 +103,7 @@ class MetricsQuery(TimeRangeQuery):
 class UsageQuery(TimeRangeQuery):
     group = serializers.ChoiceField(choices=list(GROUPS), required=False, default="user",
                                     help_text="Summarise per user, per account or per Kubernetes namespace")
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", queryset=Cluster.objects.all(), required=False,
+        help_text="Only this cluster's jobs (its name); an unknown name is a 400",
+        error_messages={"does_not_exist": UNKNOWN_CLUSTER.replace("%(value)s", "{value}")})

@@ -9,6 +9,7 @@ from django.db.models import F, FloatField, Q
 from django.db.models.functions import Cast, NullIf
 
 from clusterui.findings.choices import FindingKind
+from clusterui.inventory.models import Cluster
 from clusterui.jobs.choices import JobState, Scheduler
 from clusterui.jobs.models import Job
 
@@ -42,6 +43,33 @@ class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
+UNKNOWN_CLUSTER = "no cluster is named '%(value)s'"
+
+
+class ClusterFilter(django_filters.ModelChoiceFilter):
+    """``?cluster=NAME``: the rows of one cluster. A name no cluster has is an error (the
+    API's 400, the page's message), never an empty list that looks like an idle cluster.
+    ``paths``: where the cluster is from the row; a row matches on any of them."""
+
+    def __init__(self, *args, paths=("cluster",), **kwargs):
+        self.paths = paths
+        kwargs.setdefault("queryset", Cluster.objects.all())
+        kwargs.setdefault("to_field_name", "name")
+        kwargs.setdefault("label", "Cluster")
+        kwargs.setdefault("help_text", "Only this cluster's rows (its name); an unknown "
+                                       "name is a 400")
+        kwargs.setdefault("error_messages", {"invalid_choice": UNKNOWN_CLUSTER})
+        super().__init__(*args, **kwargs)
+
+    def filter(self, qs, value):
+        if value in EMPTY_VALUES:
+            return qs
+        match = Q()
+        for path in self.paths:
+            match |= Q(**{f"{path}_id": value.pk})
+        return qs.filter(match)
+
+
 class NullsLastOrderingFilter(django_filters.OrderingFilter):
     """Rows without a value (a job whose efficiency is not computed yet) sort last in either
     direction: PostgreSQL would put them first in a descending sort, so "most wasted first"
@@ -62,7 +90,7 @@ class JobFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search",
                                   help_text="Job id, name, user, account, namespace or pod "
                                             "contains this")
-    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster")
+    cluster = ClusterFilter()
     external_id = django_filters.CharFilter(
         field_name="external_id", label="Scheduler job id",
         help_text="The scheduler's job id, exactly (the same id may exist on several "
