@@ -97,6 +97,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "clusterui.alerts.context_processors.alerts",
+                "clusterui.web.cluster_choice.context",
             ],
         },
     },

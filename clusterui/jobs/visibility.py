@@ -88,6 +88,15 @@ def led_accounts(user) -> set[tuple[str | None, str]]:
     return led
 
 
+def led_labels(user) -> list[str]:
+    """The accounts the user leads, as the pages name them (``gpu-b/vision`` for one led
+    on one cluster); empty for staff and for anyone who leads none."""
+    rule = rule_for(user) if user.is_authenticated else None
+    if rule is None:
+        return []
+    return [*rule.accounts, *(f"{c}/{a}" for c, a in rule.cluster_accounts)]
+
+
 def rule_for(user) -> Rule | None:
     """The user's rule, or None for staff (every job). Only for signed-in users. Kept on
     the user object: a request works it out once."""

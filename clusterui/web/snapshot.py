@@ -87,12 +87,12 @@ def _total(shares) -> float:
     return round(sum(shares), 4)
 
 
-def cluster_snapshot(user, now: dt.datetime | None = None) -> Snapshot:
+def cluster_snapshot(user, now: dt.datetime | None = None, *, cluster: str = "") -> Snapshot:
     """One query: every GPU with its node, latest sample and that sample's job, which
     ``user`` may see or not (``jobs/visibility.py``, the rule of ``Job.objects.visible_to``).
     Whether a node is silent is decided by the database: 8,000 rows' timestamps are never
     parsed, and the jobs on them are joined there, not sent back as a list of thousands of
-    ids."""
+    ids. ``cluster``: that cluster's GPUs only ("": every cluster's)."""
     now = now or timezone.now()
     silent_before = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
     if not user.is_authenticated:
@@ -101,11 +101,12 @@ def cluster_snapshot(user, now: dt.datetime | None = None) -> Snapshot:
         visible = Value(True)
     else:
         visible = rule.q("latest__job__")
+    gpus = Gpu.objects.filter(node__cluster__name=cluster) if cluster else Gpu.objects
     rows = (
         # A node's physical GPUs first, in index order, then its MIG instances: each
         # instance finds its GPU's cell, whatever index it reports.
-        Gpu.objects.order_by("node__cluster__name", "node__name",
-                             F("parent_id").asc(nulls_first=True), "index")
+        gpus.order_by("node__cluster__name", "node__name",
+                      F("parent_id").asc(nulls_first=True), "index")
         # Silent by arrival (Node.heard_at): a node back-filling old data is reporting.
         .annotate(heard=heard_at("node__"))
         .annotate(silent=Q(heard__lt=silent_before),

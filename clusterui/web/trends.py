@@ -106,8 +106,10 @@ def bucket_starts(period: str, now: dt.datetime) -> list[dt.datetime]:
     return out
 
 
-def trends(viewer, group: str, period: str, now: dt.datetime | None = None) -> Trends:
-    """The viewer's visible jobs' figures per ``group`` and bucket of ``period``."""
+def trends(viewer, group: str, period: str, now: dt.datetime | None = None, *,
+           cluster: str = "") -> Trends:
+    """The viewer's visible jobs' figures per ``group`` and bucket of ``period``;
+    ``cluster``: that cluster's jobs only ("": every cluster's)."""
     if group not in GROUPS:
         raise ValueError(f"by must be one of {', '.join(GROUPS)}")
     if period not in PERIODS:
@@ -124,6 +126,9 @@ def trends(viewer, group: str, period: str, now: dt.datetime | None = None) -> T
         condition, rule_params = rule.sql("j")
         visible = f"AND {condition}"
         params.update(rule_params)
+    if cluster:
+        visible += " AND c.name = %(cluster)s"
+        params["cluster"] = cluster
     with connection.cursor() as cur:
         cur.execute(_SQL.format(group=_GROUP_SQL[group], visible=visible), params)
         rows = cur.fetchall()

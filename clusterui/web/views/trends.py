@@ -4,6 +4,8 @@ cluster over days, weeks or months (``clusterui.web.trends``)."""
 from django.conf import settings
 from django.shortcuts import render
 
+from clusterui.jobs.visibility import led_labels
+from clusterui.web import cluster_choice
 from clusterui.web import trends as data
 from clusterui.web.figures.trends import trend_bars
 from clusterui.web.views.support import charts
@@ -24,7 +26,8 @@ def trends(request):
     if metric not in data.METRICS:
         errors.append(f"metric must be one of {', '.join(data.METRICS)} (got {metric!r})")
         metric = "gpu_hours"
-    result = data.trends(request.user, group, period)
+    result = data.trends(request.user, group, period,
+                         cluster=cluster_choice.known(request))
     context = {
         "trends": result,
         "group": group, "groups": data.GROUPS, "group_label": data.GROUPS[group],
@@ -37,6 +40,7 @@ def trends(request):
                  for g in result.groups],
         "totals": {m: result.total(m) for m in data.METRICS},
         "errors": errors,
+        "led_accounts": led_labels(request.user),
         "hot_minutes": settings.RAW_HOT_MINUTES,
         "charts": charts(trend=trend_bars(result, metric, data.METRICS[metric],
                                           top=data.TOP)),

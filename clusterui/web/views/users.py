@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
-from clusterui.web import csvexport, timerange
+from clusterui.web import cluster_choice, csvexport, timerange
 from clusterui.web.figures.usage import usage_bars
 from clusterui.web.views.support import charts, range_context
 
@@ -40,7 +40,10 @@ def usage(request, default="user"):
     group = request.GET.get("by", default)
     if group not in GROUPS:
         group, range_error = "user", f"by must be one of {', '.join(GROUPS)}"
-    rows = usage_summary(Job.objects.visible_to(request.user), group, tr.start, tr.end)
+    jobs = Job.objects.visible_to(request.user)
+    if cluster := cluster_choice.known(request):
+        jobs = jobs.filter(cluster__name=cluster)
+    rows = usage_summary(jobs, group, tr.start, tr.end)
     if request.GET.get("format") == "csv":
         if range_error:
             return HttpResponse(f"Fix the filters first ({range_error}).\n", status=400,
