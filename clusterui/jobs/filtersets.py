@@ -4,7 +4,7 @@ import datetime as dt
 
 import django_filters
 from django.core.exceptions import ValidationError
-from django.core.validators import EMPTY_VALUES
+from django.core.validators import EMPTY_VALUES, ProhibitNullCharactersValidator
 from django.db.models import F, FloatField, Q
 from django.db.models.functions import Cast, NullIf
 
@@ -46,13 +46,26 @@ class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
 UNKNOWN_CLUSTER = "no cluster is named '%(value)s'"
 
 
+class ClusterChoiceField(django_filters.fields.ModelChoiceField):
+    """A cluster by name; a NUL character, which PostgreSQL cannot compare, is refused as
+    the other text filters refuse it."""
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            ProhibitNullCharactersValidator()(value)
+        return super().to_python(value)
+
+
 class ClusterFilter(django_filters.ModelChoiceFilter):
     """``?cluster=NAME``: the rows of one cluster. A name no cluster has is an error (the
     API's 400, the page's message), never an empty list that looks like an idle cluster.
     ``paths``: where the cluster is from the row; a row matches on any of them."""
 
+    field_class = ClusterChoiceField
+
     def __init__(self, *args, paths=("cluster",), **kwargs):
         self.paths = paths
+        kwargs.setdefault("field_name", paths[0])  # for the OpenAPI schema's type
         kwargs.setdefault("queryset", Cluster.objects.all())
         kwargs.setdefault("to_field_name", "name")
         kwargs.setdefault("label", "Cluster")

@@ -42,3 +42,10 @@ def test_an_unknown_cluster_is_a_400_naming_it(api, two_clusters, path):
     assert response.status_code == 400
     error = response.json()["error"]
     assert error.startswith("cluster: ") and "gpu-z" in error, error
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/findings/", "/api/v1/usage/"])
+def test_a_nul_character_is_a_400_not_a_server_error(api, two_clusters, path):
+    response = api("alice").get(path, {"cluster": "gpu\x00a"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "cluster: Null characters are not allowed."
