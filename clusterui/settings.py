@@ -98,6 +98,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "clusterui.alerts.context_processors.alerts",
                 "clusterui.web.cluster_choice.context",
+                "clusterui.jobs.visibility.context",
             ],
         },
     },

@@ -115,3 +115,9 @@ def rule_for(user) -> Rule | None:
     )
     user._clusterui_visibility = rule
     return rule
+
+
+def context(request):
+    """``led_accounts`` for the templates ("your jobs and those of nlp"), worked out only
+    where a template reads it (a callable: the pages that never do make no query)."""
+    return {"led_accounts": lambda: led_labels(request.user)}

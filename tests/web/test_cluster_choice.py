@@ -82,3 +82,17 @@ def test_staff_overview_findings_of_a_cluster_include_its_nodes(client_for, two_
     home = client.get("/", {"cluster": "gpu-b"})
     assert home.context["open_findings"] == 2
     assert Finding.objects.count() == 3
+
+
+def test_a_leader_is_told_whose_jobs_the_pages_show(client_for, two_clusters, settings):
+    from clusterui.accounts.leaders import account_leaders
+
+    settings.ACCOUNT_LEADERS = account_leaders({"ACCOUNT_LEADERS": "nlp=bob;gpu-b/cv=bob"})
+    client = client_for("bob")
+    said = "your jobs and those of the accounts you lead (nlp, gpu-b/cv)"
+    jobs = client.get("/jobs/")
+    assert said in jobs.content.decode() and job_ids(jobs) == {"11", "22"}
+    assert said in client.get("/findings/").content.decode()
+    assert "GPU-hours wasted today are your jobs' and those of the accounts you lead " \
+           "(nlp, gpu-b/cv)" in client.get("/").content.decode()
+    assert "the accounts you lead" not in client_for("alice").get("/jobs/").content.decode()

@@ -9,7 +9,6 @@ from clusterui.findings.models import SEVERITY_RANK, Finding
 from clusterui.gpuhealth.classify import STATE_LABELS, node_health
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
-from clusterui.jobs.visibility import led_labels
 from clusterui.web import cluster_choice, timerange
 from clusterui.web.figures.heatmap import utilization_heatmap
 from clusterui.web.snapshot import BUSY_UTIL_PCT, cluster_snapshot
@@ -55,7 +54,6 @@ def home(request):
         "refresh_s": REFRESH_S,
         "now": now,
         "cluster": cluster,
-        "led_accounts": led_labels(request.user),
         **range_context(request, tr, range_error),
     }
     return render(request, "web/home.html", context, status=400 if range_error else 200)

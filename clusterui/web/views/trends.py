@@ -4,7 +4,6 @@ cluster over days, weeks or months (``clusterui.web.trends``)."""
 from django.conf import settings
 from django.shortcuts import render
 
-from clusterui.jobs.visibility import led_labels
 from clusterui.web import cluster_choice
 from clusterui.web import trends as data
 from clusterui.web.figures.trends import trend_bars
@@ -40,7 +39,6 @@ def trends(request):
                  for g in result.groups],
         "totals": {m: result.total(m) for m in data.METRICS},
         "errors": errors,
-        "led_accounts": led_labels(request.user),
         "hot_minutes": settings.RAW_HOT_MINUTES,
         "charts": charts(trend=trend_bars(result, metric, data.METRICS[metric],
                                           top=data.TOP)),
