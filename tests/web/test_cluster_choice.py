@@ -55,6 +55,7 @@ def test_a_choice_scopes_the_pages_and_is_kept(client_for, two_clusters):
     assert home.context["snap"].gpus == 3 and "Cluster gpu-b, now" in home.content.decode()
     assert [r["name"] for r in client.get("/users/").context["rows"]] == ["alice"]
     assert client.get("/users/").context["totals"]["gpu_hours"] == 6
+    assert "cluster=gpu-b" in client.get("/users/").context["api_url"]  # its JSON link too
     text = b"".join(client.get("/jobs/?format=csv").streaming_content).decode()
     assert [r["job_id"] for r in csv.DictReader(io.StringIO(text))] == ["22"]
 
