@@ -33,7 +33,10 @@ def test_an_ldap_users_job_goes_to_them_not_to_the_pattern(ldap_on):
     carol = get_user_model().objects.create_user("carol@example.org", "c.cooper@example.org")
     DirectoryAccount.objects.create(user=carol, dn="uid=carol,ou=people,dc=example,dc=org",
                                     scheduler_user="carol")
-    assert owners(rows.finding(rows.job("carol"))) == ["c.cooper@example.org"]
+    finding = rows.finding(rows.job("carol"))
+    assert owners(finding) == ["c.cooper@example.org"]
+    # The email is recorded as hers: her login, not the scheduler's name for her.
+    assert [r.username for r in for_finding(finding)] == ["carol@example.org"]
     # A job whose user is her login is not hers: the scheduler has no such user.
     assert owners(rows.finding(rows.job("carol@example.org"))) == [
         "carol@example.org@hpc.example.org"]
