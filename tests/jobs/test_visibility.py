@@ -151,3 +151,34 @@ def test_trends_and_the_overview_grid_follow_the_same_rule(cast, settings):
     # Trends run their own SQL: the rule's SQL form must be valid and the same rule.
     for who in ("erin", "bob", "dave"):
         trends.trends(users[who], "account", "30d")
+
+
+def test_the_sql_form_selects_the_same_jobs_as_the_orm(settings):
+    """Trends read the rule as SQL: every part of it (own name, a name on one cluster, an
+    account everywhere, an account on one cluster) selects what the ORM's form does."""
+    from django.db import connection
+
+    from clusterui.jobs.visibility import rule_for
+
+    settings.ACCOUNT_LEADERS = account_leaders(
+        {"ACCOUNT_LEADERS": "vision=alice;gpu-b/cv=alice"})
+    alice = get_user_model().objects.create_user("alice")
+    ClusterLogin.objects.create(user=alice, cluster=rows.cluster("gpu-b"),
+                                scheduler_user="asmith")
+    for cluster in ("gpu-a", "gpu-b"):
+        for user in ("alice", "asmith", "bob"):
+            for account in ("nlp", "vision", "cv"):
+                rows.job(user, account=account, cluster_name=cluster)
+    rule = rule_for(get_user_model().objects.get(pk=alice.pk))
+    orm = set(Job.objects.filter(rule.q()).values_list("id", flat=True))
+    condition, params = rule.sql("j")
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT j.id FROM jobs_job j WHERE {condition}", params)
+        sql = {r[0] for r in cur.fetchall()}
+    assert sql == orm
+    seen = {(j.cluster.name, j.user, j.account) for j in Job.objects.filter(id__in=orm)}
+    assert seen == (
+        {("gpu-a", "alice", a) for a in ("nlp", "vision", "cv")}  # her name on gpu-a
+        | {("gpu-b", "asmith", a) for a in ("nlp", "vision", "cv")}  # her name on gpu-b
+        | {(c, u, "vision") for c in ("gpu-a", "gpu-b") for u in ("alice", "asmith", "bob")}
+        | {("gpu-b", u, "cv") for u in ("alice", "asmith", "bob")})
