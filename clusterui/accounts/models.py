@@ -74,8 +74,8 @@ def scheduler_user_name(user) -> str:
 def owner_of(cluster_id: int, name: str):
     """The user whose scheduler name on the cluster ``cluster_id`` is ``name`` (the reverse
     of ``scheduler_user_name`` with ``ClusterLogin``), or None: who a job belongs to, for its
-    alert emails. A ``ClusterLogin`` for that cluster wins; then, with LDAP sign-in, the
-    directory's mapping; then the local user of that login. A user who has another name on
+    alert emails. A ``ClusterLogin`` for that cluster wins; then, with LDAP or OpenID
+    Connect sign-in, the directory's mapping; then the local user of that login. A user who has another name on
     that cluster is never the owner of their usual name's jobs there."""
     from django.contrib.auth import get_user_model
 
@@ -89,7 +89,7 @@ def owner_of(cluster_id: int, name: str):
         return mapped
     elsewhere = ClusterLogin.objects.filter(cluster_id=cluster_id).values("user_id")
     candidates = users.exclude(pk__in=elsewhere)
-    if settings.LDAP:
+    if settings.LDAP or settings.OIDC:
         directory = candidates.filter(directory_account__scheduler_user=name).first()
         if directory is not None:
             return directory

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('inventory', '0004_reported_at'),
-        ('jobs', '0005_scheduler_facts'),
+        ('jobs', '0006_kubernetes_pod'),
     ]
 
     operations = [
