@@ -12,6 +12,7 @@ from pathlib import Path
 import plotly
 
 from clusterui.accounts.ldap_config import ldap_config
+from clusterui.accounts.leaders import account_leaders
 from clusterui.accounts.oidc_config import oidc_config
 from clusterui.envconfig import (
     env_bool,
@@ -96,6 +97,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "clusterui.alerts.context_processors.alerts",
+                "clusterui.web.cluster_choice.context",
+                "clusterui.jobs.visibility.context",
             ],
         },
     },
@@ -163,6 +166,9 @@ if LDAP:
 OIDC = oidc_config()
 if OIDC:
     AUTHENTICATION_BACKENDS.append("clusterui.accounts.oidc_backend.OIDCBackend")
+# Who leads which accounts (clusterui/accounts/leaders.py): a leader sees every job of
+# their accounts, "nlp=alice,bob;gpu-b/vision=carol".
+ACCOUNT_LEADERS = account_leaders()
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = LOGIN_MAX_FAILURES_PER_PAIR

@@ -48,12 +48,14 @@ def node(name="gpu-a001", *, gpus=4, nics=1, last_seen=None, latest=True, util=5
 
 
 def job(user="alice", *, gpus=(), state="running", started_at=None, ended_at=None,
-        account="nlp", name="train", external_id=None, efficiency=None, cpus=32) -> Job:
+        account="nlp", name="train", external_id=None, efficiency=None, cpus=32,
+        cluster_name="test") -> Job:
     """A job holding ``gpus``; ``efficiency``: ``{"allocated": h, "used": h}``."""
     now = timezone.now()
     started_at = started_at or now - dt.timedelta(hours=2)
     j = Job.objects.create(
-        cluster=cluster(), scheduler="slurm", external_id=external_id or str(next(_ids)),
+        cluster=cluster(cluster_name), scheduler="slurm",
+        external_id=external_id or str(next(_ids)),
         user=user, account=account, partition="gpu", name=name, state=state,
         started_at=started_at, ended_at=ended_at, cpus=cpus, first_seen=started_at,
         last_seen=ended_at or now)

@@ -5,7 +5,9 @@ directory answers. Then this backend checks the login against the directory
 (clusterui/accounts/directory.py) and writes the Django user: created on first sign-in
 with no usable local password, its names and email copied, ``is_staff`` set from
 membership of LDAP_STAFF_GROUP at every sign-in (so removal from the group takes staff away
-at the next one), and the scheduler user name (LDAP_SCHEDULER_USER) that decides which jobs
+at the next one), the accounts the user leads (the groups named
+LDAP_ACCOUNT_LEADER_GROUP_PREFIX + account, likewise at every sign-in), and the scheduler
+user name (LDAP_SCHEDULER_USER) that decides which jobs
 are theirs. A login that names a local account is left to ModelBackend: the directory never
 takes a local account over.
 
@@ -86,6 +88,10 @@ class LDAPBackend(ModelBackend):
         if config["STAFF_GROUP"]:
             user.is_staff = config["STAFF_GROUP"] in entry.groups
         user.save()
+        prefix = config.get("ACCOUNT_LEADER_GROUP_PREFIX", "")
+        led = sorted(g[len(prefix):] for g in entry.groups
+                     if prefix and g.startswith(prefix) and len(g) > len(prefix))
         DirectoryAccount.objects.update_or_create(
-            user=user, defaults={"dn": entry.dn, "scheduler_user": scheduler_user[:64]})
+            user=user, defaults={"dn": entry.dn, "scheduler_user": scheduler_user[:64],
+                                 "led_accounts": led})
         return user if self.user_can_authenticate(user) else None

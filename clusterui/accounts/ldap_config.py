@@ -58,6 +58,11 @@ def ldap_config(environ=None) -> dict | None:
         raise ImproperlyConfigured(
             "LDAP_STAFF_GROUP needs LDAP_GROUP_SEARCH_BASE: the subtree holding the groups, "
             "e.g. ou=groups,dc=example,dc=org")
+    leader_prefix = env_str("LDAP_ACCOUNT_LEADER_GROUP_PREFIX", "", environ=environ).strip()
+    if leader_prefix and not group_base:
+        raise ImproperlyConfigured(
+            "LDAP_ACCOUNT_LEADER_GROUP_PREFIX needs LDAP_GROUP_SEARCH_BASE: the subtree "
+            "holding the groups, e.g. ou=groups,dc=example,dc=org")
     scheduler_user = env_str("LDAP_SCHEDULER_USER", "{login}", environ=environ).strip()
     if not placeholders("LDAP_SCHEDULER_USER", scheduler_user):
         raise ImproperlyConfigured(
@@ -85,6 +90,8 @@ def ldap_config(environ=None) -> dict | None:
         "GROUP_SEARCH_BASE": group_base,
         "GROUP_FILTER": group_filter,
         "STAFF_GROUP": staff_group,
+        # A member of the group <prefix><account> leads that account: sees all its jobs.
+        "ACCOUNT_LEADER_GROUP_PREFIX": leader_prefix,
         "SCHEDULER_USER": scheduler_user,
         "TIMEOUT_S": env_int("LDAP_TIMEOUT_S", 5, minimum=1, maximum=60,
                                environ=environ),

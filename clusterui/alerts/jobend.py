@@ -52,15 +52,17 @@ def queue_job_ends(now: dt.datetime | None = None, *, limit: int | None = None) 
 
 
 def _queue_for(job: Job, now: dt.datetime) -> tuple[str, int]:
-    address = recipients.owner_address(job.user)
-    if address is None:
+    recipient = recipients.owner(job)
+    if recipient is None:
         return "no address for the job's owner", 0
+    address = recipient.address
     wanted, why = decide(job, address)
     if not wanted:
         return why, 0
     skipped = preferences.is_opted_out(address, JOB_END)
     AlertEmail.objects.create(
-        category=JOB_END, job=job, to=address, username=job.user, role=RecipientRole.OWNER,
+        category=JOB_END, job=job, to=address, username=recipient.username,
+        role=RecipientRole.OWNER,
         status=EmailStatus.SKIPPED if skipped else EmailStatus.PENDING,
         status_detail=OPTED_OUT if skipped else "", next_attempt_at=now, created_at=now)
     return (OPTED_OUT if skipped else f"queued: {why}"), int(not skipped)

@@ -4,8 +4,8 @@ admins. One email per address, so every unsubscribe link and daily limit is pers
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 
+from clusterui.accounts.models import owner_of
 from clusterui.alerts.choices import RecipientRole
 
 
@@ -20,16 +20,21 @@ def normalize(address: str) -> str:
     return address.strip().lower()
 
 
-def owner_address(username: str) -> str | None:
-    """The address of the scheduler user ``username``: the email of the Django user with that
-    username, else ``ALERT_EMAIL_PATTERN`` filled in, else none."""
-    if not username:
+def owner(job) -> Recipient | None:
+    """The job's owner: the user whose scheduler name on the job's cluster is the job's user
+    (``accounts.models.owner_of``: for an LDAP user the directory's mapping, not the login),
+    at the address their preferences page shows (``address_of``), with their login; without
+    such a user, ``ALERT_EMAIL_PATTERN`` filled in with the job's user (no login); else
+    none."""
+    if not job.user:
         return None
-    user = get_user_model().objects.filter(username=username).only("email").first()
-    if user is not None and user.email:
-        return normalize(user.email)
+    user = owner_of(job.cluster_id, job.user)
+    if user is not None:
+        address = address_of(user)
+        return Recipient(address, RecipientRole.OWNER, user.get_username()) if address else None
     if settings.ALERT_EMAIL_PATTERN:
-        return normalize(settings.ALERT_EMAIL_PATTERN.format(user=username))
+        return Recipient(normalize(settings.ALERT_EMAIL_PATTERN.format(user=job.user)),
+                         RecipientRole.OWNER)
     return None
 
 
@@ -53,9 +58,8 @@ def for_finding(finding) -> list[Recipient]:
     found: list[Recipient] = []
     job = finding.job
     if job is not None:
-        address = owner_address(job.user)
-        if address:
-            found.append(Recipient(address, RecipientRole.OWNER, job.user))
+        if (recipient := owner(job)) is not None:
+            found.append(recipient)
         for manager in settings.ALERT_ACCOUNT_MANAGERS.get(job.account, []):
             found.append(Recipient(normalize(manager), RecipientRole.ACCOUNT_MANAGER))
     if settings.ALERT_NOTIFY_ADMINS or job is None:

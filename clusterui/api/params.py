@@ -12,6 +12,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from clusterui.inventory.models import Cluster
+from clusterui.jobs.filtersets import UNKNOWN_CLUSTER
 from clusterui.jobs.usage import GROUPS
 from clusterui.telemetry.series import AGGREGATES
 
@@ -101,3 +103,12 @@ class MetricsQuery(TimeRangeQuery):
 class UsageQuery(TimeRangeQuery):
     group = serializers.ChoiceField(choices=list(GROUPS), required=False, default="user",
                                     help_text="Summarise per user, per account or per Kubernetes namespace")
+    cluster = serializers.CharField(
+        required=False, max_length=64,
+        help_text="Only this cluster's jobs (its name); an unknown name is a 400")
+
+    def validate_cluster(self, value):
+        cluster = Cluster.objects.filter(name=value).first()
+        if cluster is None:
+            raise serializers.ValidationError(UNKNOWN_CLUSTER % {"value": value})
+        return cluster

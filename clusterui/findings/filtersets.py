@@ -5,11 +5,13 @@ from django.db.models import Case, IntegerField, Value, When
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.findings.models import Finding
-from clusterui.jobs.filtersets import UtcIsoDateTimeFilter
+from clusterui.jobs.filtersets import ClusterFilter, UtcIsoDateTimeFilter
 
 
 class FindingFilterSet(django_filters.FilterSet):
     kind = django_filters.ChoiceFilter(choices=FindingKind.choices)
+    # A job's finding is its job's cluster's; a node's finding (no job) its node's.
+    cluster = ClusterFilter(paths=("job__cluster", "node__cluster"))
     severity = django_filters.ChoiceFilter(choices=Severity.choices)
     state = django_filters.ChoiceFilter(choices=FindingState.choices)
     user = django_filters.CharFilter(field_name="job__user")

@@ -4,11 +4,12 @@ import datetime as dt
 
 import django_filters
 from django.core.exceptions import ValidationError
-from django.core.validators import EMPTY_VALUES
+from django.core.validators import EMPTY_VALUES, ProhibitNullCharactersValidator
 from django.db.models import F, FloatField, Q
 from django.db.models.functions import Cast, NullIf
 
 from clusterui.findings.choices import FindingKind
+from clusterui.inventory.models import Cluster
 from clusterui.jobs.choices import JobState, Scheduler
 from clusterui.jobs.models import Job
 
@@ -42,6 +43,46 @@ class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
+UNKNOWN_CLUSTER = "no cluster is named '%(value)s'"
+
+
+class ClusterChoiceField(django_filters.fields.ModelChoiceField):
+    """A cluster by name; a NUL character, which PostgreSQL cannot compare, is refused as
+    the other text filters refuse it."""
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            ProhibitNullCharactersValidator()(value)
+        return super().to_python(value)
+
+
+class ClusterFilter(django_filters.ModelChoiceFilter):
+    """``?cluster=NAME``: the rows of one cluster. A name no cluster has is an error (the
+    API's 400, the page's message), never an empty list that looks like an idle cluster.
+    ``paths``: where the cluster is from the row; a row matches on any of them."""
+
+    field_class = ClusterChoiceField
+
+    def __init__(self, *args, paths=("cluster",), **kwargs):
+        self.paths = paths
+        kwargs.setdefault("field_name", paths[0])  # for the OpenAPI schema's type
+        kwargs.setdefault("queryset", Cluster.objects.all())
+        kwargs.setdefault("to_field_name", "name")
+        kwargs.setdefault("label", "Cluster")
+        kwargs.setdefault("help_text", "Only this cluster's rows (its name); an unknown "
+                                       "name is a 400")
+        kwargs.setdefault("error_messages", {"invalid_choice": UNKNOWN_CLUSTER})
+        super().__init__(*args, **kwargs)
+
+    def filter(self, qs, value):
+        if value in EMPTY_VALUES:
+            return qs
+        match = Q()
+        for path in self.paths:
+            match |= Q(**{f"{path}_id": value.pk})
+        return qs.filter(match)
+
+
 class NullsLastOrderingFilter(django_filters.OrderingFilter):
     """Rows without a value (a job whose efficiency is not computed yet) sort last in either
     direction: PostgreSQL would put them first in a descending sort, so "most wasted first"
@@ -62,7 +103,7 @@ class JobFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search",
                                   help_text="Job id, name, user, account, namespace or pod "
                                             "contains this")
-    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster")
+    cluster = ClusterFilter()
     external_id = django_filters.CharFilter(
         field_name="external_id", label="Scheduler job id",
         help_text="The scheduler's job id, exactly (the same id may exist on several "

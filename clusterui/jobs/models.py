@@ -3,27 +3,19 @@
 from django.db import models
 from django.db.models import F, Q
 
-from clusterui.accounts.models import scheduler_user_name
+from clusterui.jobs import visibility
 from clusterui.jobs.choices import ExitState, JobState, Scheduler
 
 
 class JobQuerySet(models.QuerySet):
     def visible_to(self, user):
         """The one place that decides which jobs a user may see: staff see all, others
-        their own (a job's ``user`` is the scheduler's user name: the login, or for an LDAP
-        user the name LDAP_SCHEDULER_USER maps it to)."""
+        their own (by their scheduler name on each cluster) and those of the accounts they
+        lead (``clusterui/jobs/visibility.py``)."""
         if not user.is_authenticated:
             return self.none()
-        if user.is_staff:
-            return self
-        return self.filter(user=scheduler_user_name(user))
-
-
-def visible_user_name(user) -> str | None:
-    """``JobQuerySet.visible_to`` for tables keyed by a job's user name (the overview's
-    hourly usage sums): None for staff (every job), the user's scheduler name otherwise. Only
-    for signed-in users."""
-    return None if user.is_staff else scheduler_user_name(user)
+        rule = visibility.rule_for(user)
+        return self if rule is None else self.filter(rule.q())
 
 
 class Job(models.Model):
@@ -91,6 +83,8 @@ class Job(models.Model):
             ),
             # A researcher's job list: their jobs, newest first.
             models.Index(fields=["user", "-started_at"], name="job_user_started_idx"),
+            # An account leader's job list: the account's jobs, newest first.
+            models.Index(fields=["account", "-started_at"], name="job_account_started_idx"),
             # The jobs list's default order (newest first, unknown starts last, then id):
             # page 1 of a million jobs is an index walk, not a sort.
             models.Index(F("started_at").desc(nulls_last=True), F("id").desc(),

@@ -11,7 +11,6 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from clusterui.findings import usage_rollup
-from clusterui.jobs.models import visible_user_name
 
 GROUPS = ("user", "account", "namespace")
 # The groups the hourly sums keep (usage_rollup); a namespace is summed from its jobs.
@@ -19,22 +18,23 @@ ROLLUP_GROUPS = ("user", "account")
 
 
 def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
-                  limit: int | None = None, viewer=None, now: dt.datetime | None = None
-                  ) -> list[dict]:
+                  limit: int | None = None, viewer=None, now: dt.datetime | None = None,
+                  whole: bool = True) -> list[dict]:
     """Rows ``{"name", "jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours",
     "efficiency_pct"}`` for the jobs (an already ``visible_to``-scoped queryset) active in
     [start, end), most wasted first.
 
-    ``viewer``: the user ``jobs`` was scoped for. With it, a range that ends about ``now``
-    is summed from the hourly sums the detector pass keeps (``usage_rollup``): the same
-    figures without reading every active job."""
+    ``viewer``: the user ``jobs`` was scoped for. With it, when it is staff (every job) and
+    ``jobs`` has no further filter (``whole``), a range that ends about ``now`` is summed
+    from the hourly sums the detector pass keeps (``usage_rollup``): the same figures
+    without reading every active job. The sums have no cluster, so anyone else's (their own
+    jobs per cluster, their accounts': ``jobs/visibility.py``), and one cluster's, are
+    summed from those jobs."""
     if group not in GROUPS:
         raise ValueError(f"group must be one of {', '.join(GROUPS)}")
-    if (viewer is not None and group in ROLLUP_GROUPS
-            and usage_rollup.usable(start, end, now or timezone.now())):
-        if not viewer.is_authenticated:
-            return []
-        rows = usage_rollup.usage_rows(group, start, end, visible_user_name(viewer))
+    if (viewer is not None and whole and group in ROLLUP_GROUPS and viewer.is_authenticated
+            and viewer.is_staff and usage_rollup.usable(start, end, now or timezone.now())):
+        rows = usage_rollup.usage_rows(group, start, end, None)
         rows = sorted(({group: name, "jobs": n, "gpu_hours": float(a),
                         "used_gpu_hours": float(u), "wasted_gpu_hours": float(w)}
                        for name, n, a, u, w in rows),

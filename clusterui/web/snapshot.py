@@ -14,7 +14,7 @@ from django.utils import timezone
 from clusterui.inventory import counting
 from clusterui.inventory.counting import BUSY_UTIL_PCT
 from clusterui.inventory.models import Gpu, heard_at
-from clusterui.jobs.models import visible_user_name
+from clusterui.jobs import visibility
 
 
 @dataclass
@@ -87,25 +87,26 @@ def _total(shares) -> float:
     return round(sum(shares), 4)
 
 
-def cluster_snapshot(user, now: dt.datetime | None = None) -> Snapshot:
+def cluster_snapshot(user, now: dt.datetime | None = None, *, cluster: str = "") -> Snapshot:
     """One query: every GPU with its node, latest sample and that sample's job, which
-    ``user`` may see or not (``visible_user_name``, the rule of ``Job.objects.visible_to``).
+    ``user`` may see or not (``jobs/visibility.py``, the rule of ``Job.objects.visible_to``).
     Whether a node is silent is decided by the database: 8,000 rows' timestamps are never
     parsed, and the jobs on them are joined there, not sent back as a list of thousands of
-    ids."""
+    ids. ``cluster``: that cluster's GPUs only ("": every cluster's)."""
     now = now or timezone.now()
     silent_before = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
     if not user.is_authenticated:
         visible = Value(False)
-    elif (name := visible_user_name(user)) is None:
+    elif (rule := visibility.rule_for(user)) is None:
         visible = Value(True)
     else:
-        visible = Q(latest__job__user=name)
+        visible = rule.q("latest__job__")
+    gpus = Gpu.objects.filter(node__cluster__name=cluster) if cluster else Gpu.objects
     rows = (
         # A node's physical GPUs first, in index order, then its MIG instances: each
         # instance finds its GPU's cell, whatever index it reports.
-        Gpu.objects.order_by("node__cluster__name", "node__name",
-                             F("parent_id").asc(nulls_first=True), "index")
+        gpus.order_by("node__cluster__name", "node__name",
+                      F("parent_id").asc(nulls_first=True), "index")
         # Silent by arrival (Node.heard_at): a node back-filling old data is reporting.
         .annotate(heard=heard_at("node__"))
         .annotate(silent=Q(heard__lt=silent_before),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 from django.utils import timezone
 
-from clusterui.jobs.models import visible_user_name
+from clusterui.jobs import visibility
 
 GROUPS = {"user": "User", "account": "Account", "partition": "Partition",
           "cluster": "Cluster"}
@@ -106,8 +106,10 @@ def bucket_starts(period: str, now: dt.datetime) -> list[dt.datetime]:
     return out
 
 
-def trends(viewer, group: str, period: str, now: dt.datetime | None = None) -> Trends:
-    """The viewer's visible jobs' figures per ``group`` and bucket of ``period``."""
+def trends(viewer, group: str, period: str, now: dt.datetime | None = None, *,
+           cluster: str = "") -> Trends:
+    """The viewer's visible jobs' figures per ``group`` and bucket of ``period``;
+    ``cluster``: that cluster's jobs only ("": every cluster's)."""
     if group not in GROUPS:
         raise ValueError(f"by must be one of {', '.join(GROUPS)}")
     if period not in PERIODS:
@@ -119,9 +121,14 @@ def trends(viewer, group: str, period: str, now: dt.datetime | None = None) -> T
     params = {"unit": PERIODS[period][1], "tz": timezone.get_current_timezone_name(),
               "start": start, "end": now}
     visible = ""
-    user = visible_user_name(viewer)
-    if user is not None:
-        visible, params["user"] = "AND j.user = %(user)s", user
+    rule = visibility.rule_for(viewer)
+    if rule is not None:
+        condition, rule_params = rule.sql("j")
+        visible = f"AND {condition}"
+        params.update(rule_params)
+    if cluster:
+        visible += " AND c.name = %(cluster)s"
+        params["cluster"] = cluster
     with connection.cursor() as cur:
         cur.execute(_SQL.format(group=_GROUP_SQL[group], visible=visible), params)
         rows = cur.fetchall()

@@ -66,6 +66,9 @@ LDIF = "\n".join([
     "gidNumber: 5000\nmemberUid: bob\n",
     f"dn: cn=researchers,{GROUPS}\nobjectClass: groupOfNames\ncn: researchers\n"
     f"member: uid=alice,{PEOPLE}\nmember: uid=carol,{PEOPLE}\n",
+    # Account leaders (LDAP_ACCOUNT_LEADER_GROUP_PREFIX "lead-"): carol leads nlp.
+    f"dn: cn=lead-nlp,{GROUPS}\nobjectClass: groupOfNames\ncn: lead-nlp\n"
+    f"member: uid=carol,{PEOPLE}\n",
 ])
 
 

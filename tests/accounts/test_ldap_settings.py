@@ -48,6 +48,8 @@ def test_the_defaults_and_the_bind_password_from_a_file(tmp_path):
     ({**BASE, "LDAP_GROUP_FILTER": "(member={uid})"},
      "LDAP_GROUP_FILTER may only hold {login} and {dn}"),
     ({**BASE, "LDAP_TIMEOUT_S": "0"}, "LDAP_TIMEOUT_S must be at least 1"),
+    ({**BASE, "LDAP_ACCOUNT_LEADER_GROUP_PREFIX": "lead-"},
+     "LDAP_ACCOUNT_LEADER_GROUP_PREFIX needs LDAP_GROUP_SEARCH_BASE"),
 ])
 def test_a_mistake_is_named(environ, message):
     with pytest.raises(ImproperlyConfigured) as raised:

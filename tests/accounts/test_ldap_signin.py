@@ -94,6 +94,19 @@ def test_the_login_maps_to_the_scheduler_user(client, settings, slapd, tmp_path,
     assert list(Job.objects.visible_to(carol)) == [hers]
 
 
+def test_a_leader_group_shows_the_accounts_jobs(client, settings, slapd, tmp_path, broker):
+    configure(settings, slapd, tmp_path, LDAP_ACCOUNT_LEADER_GROUP_PREFIX="lead-")
+    nlp, _vision = rows.job("alice", account="nlp"), rows.job("alice", account="vision")
+    assert signed_in(attempt(client, "carol", PASSWORDS["carol"]))
+    carol = get_user_model().objects.get(username="carol")
+    assert carol.directory_account.led_accounts == ["nlp"]
+    assert list(Job.objects.visible_to(carol)) == [nlp]
+    assert [j["id"] for j in client.get("/api/v1/jobs/").json()["results"]] == [nlp.pk]
+    client.logout()
+    assert signed_in(attempt(client, "alice", PASSWORDS["alice"]))  # a member, no leader
+    assert get_user_model().objects.get(username="alice").directory_account.led_accounts == []
+
+
 def test_a_wrong_password_fails_as_usual_and_counts_toward_the_lockout(client, ldap):
     for _ in range(4):
         response = attempt(client, "alice", "guess")

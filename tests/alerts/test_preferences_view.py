@@ -23,8 +23,9 @@ def test_it_shows_the_address_the_kinds_and_the_limits(client, cast, settings,
     settings.ALERT_QUIET_HOURS = None
     OptOut.objects.create(address="alice@example.org", category="idle_gpu")
     client.force_login(cast["owner"])
-    # session, user, opt-outs, the job-end summary's opt-in, recent emails
-    with django_assert_num_queries(5):
+    # session, user, opt-outs, the job-end summary's opt-in, recent emails, the
+    # navigation's cluster list (web/cluster_choice.py)
+    with django_assert_num_queries(6):
         page = client.get(URL).content.decode()
     assert "alice@example.org" in page
     assert 'value="low_utilization" checked' in page

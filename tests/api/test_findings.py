@@ -87,6 +87,7 @@ def test_acknowledge_with_a_session_needs_the_csrf_token(users, findings, client
 def test_list_query_count(api, findings, django_assert_num_queries):
     client = api("alice")
     client.get("/api/v1/findings/")
-    # token, count, findings (job, node, gpu, acknowledged_by joined)
-    with django_assert_num_queries(3):
+    # token, the viewer's per-cluster names (jobs/visibility.py), count, findings (job,
+    # node, gpu, acknowledged_by joined)
+    with django_assert_num_queries(4):
         client.get("/api/v1/findings/")

@@ -116,12 +116,13 @@ def test_pagination(api, cluster_jobs):
 def test_list_query_count_does_not_grow_with_jobs(api, cluster_jobs, django_assert_num_queries):
     client = api("alice")
     client.get("/api/v1/jobs/")  # first use of the token records last_used_at
-    # token lookup, count, page (efficiency and cluster joined)
-    with django_assert_num_queries(3):
+    # token lookup, the viewer's per-cluster names (jobs/visibility.py), count, page
+    # (efficiency and cluster joined)
+    with django_assert_num_queries(4):
         assert client.get("/api/v1/jobs/").status_code == 200
     for _ in range(5):
         factories.job("alice", efficiency={"allocated": 1.0, "used": 1.0})
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):
         assert client.get("/api/v1/jobs/").json()["count"] == 9
 
 
@@ -129,8 +130,9 @@ def test_detail_has_efficiency_gpus_and_findings(api, cluster_jobs, django_asser
     job = cluster_jobs["wasteful"]
     client = api("alice")
     client.get("/api/v1/jobs/")
-    # token, job (efficiency, cluster), allocations with GPUs and nodes, findings
-    with django_assert_num_queries(4):
+    # token, the viewer's per-cluster names, job (efficiency, cluster), allocations with
+    # GPUs and nodes, findings
+    with django_assert_num_queries(5):
         body = client.get(f"/api/v1/jobs/{job.id}/").json()
     assert body["external_id"] == job.external_id and body["name"] == "sweep"
     eff = body["efficiency"]

@@ -60,12 +60,13 @@ def test_filters(api, nodes):
 def test_list_query_count_does_not_grow_with_nodes(api, nodes, django_assert_num_queries):
     client = api("alice")
     client.get("/api/v1/nodes/")
-    # token, count, nodes, GPUs with latest, NICs with latest, visible jobs on those GPUs
-    with django_assert_num_queries(6):
+    # token, count, nodes, GPUs with latest, NICs with latest, the viewer's per-cluster
+    # names (jobs/visibility.py), visible jobs on those GPUs
+    with django_assert_num_queries(7):
         assert client.get("/api/v1/nodes/").status_code == 200
     for i in range(4):
         factories.job("alice", gpus=list(factories.node(f"gpu-x{i}", gpus=2).gpus.all()))
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         assert client.get("/api/v1/nodes/").json()["count"] == 7
 
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 # session + user, then the ports with their window's errors (one query), whether any of
 # their nodes is simulated (one).
-FABRIC_QUERIES = 2 + 1 + 1
+FABRIC_QUERIES = 2 + 1 + 1 + 1  # + the navigation's cluster list (web/cluster_choice.py)
 
 
 @pytest.fixture

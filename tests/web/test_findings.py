@@ -10,7 +10,7 @@ from tests import rows as f
 pytestmark = pytest.mark.django_db
 
 # session + user, then: count, the page (with job, node, acknowledged_by).
-LIST_QUERIES = 2 + 2
+LIST_QUERIES = 2 + 2 + 1  # + the navigation's cluster list (web/cluster_choice.py)
 
 
 @pytest.fixture

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db
 
 # session + user, then: the job (with cluster and efficiency), its allocations, its nodes'
 # NICs, GPU series, NIC series, host series, findings, GPU events.
-JOB_QUERIES = 2 + 8 + 2  # + the activity band's lowest and highest samples
+JOB_QUERIES = 2 + 1 + 8 + 2 + 1  # + the activity band's lowest and highest samples
+# (the first 1: a non-staff viewer's per-cluster scheduler names, jobs/visibility.py; the
+# last: the navigation's cluster list, web/cluster_choice.py)
 
 
 @pytest.fixture

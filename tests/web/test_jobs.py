@@ -12,7 +12,9 @@ from tests import rows as f
 pytestmark = pytest.mark.django_db
 
 # session + user, then: count, the page of jobs (efficiency, GPU count), their open findings.
-LIST_QUERIES = 2 + 3
+# session + user, the viewer's per-cluster scheduler names (jobs/visibility.py), the
+# navigation's cluster list (web/cluster_choice.py), then the page's three.
+LIST_QUERIES = 2 + 1 + 1 + 3
 
 
 def listed(response) -> list[str]:

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 # session + user, then: node, GPUs (+ latest), NICs (+ latest), allocations, GPU series,
 # NIC series, events, event count, open findings on the node, fabric ports.
-NODE_QUERIES = 2 + 10
+NODE_QUERIES = 2 + 10 + 1  # + the navigation's cluster list (web/cluster_choice.py)
 
 
 @pytest.fixture

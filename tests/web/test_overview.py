@@ -15,7 +15,8 @@ pytestmark = pytest.mark.django_db
 
 # session + user, then: GPUs with their latest sample and its job, waste since midnight,
 # findings by severity, the top findings, the most wasteful jobs and users.
-OVERVIEW_QUERIES = 2 + 7  # + the GPU health states (issue 19)
+OVERVIEW_QUERIES = 2 + 7 + 1  # + the GPU health states (issue 19), the navigation's
+# cluster list (web/cluster_choice.py)
 
 
 def heatmap(response) -> dict:

@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from clusterui.accounts.leaders import account_leaders
 from clusterui.telemetry import compaction
 from clusterui.web.trends import bucket_starts
 from tests import rows as f
@@ -92,6 +93,15 @@ def test_a_researcher_sees_only_her_own_jobs(client_for, history):
     response = client_for("alice").get(reverse("trends"), {"by": "account"})
     assert list(by_name(response)) == ["nlp"]
     assert "Your jobs only" in response.content.decode()
+
+
+def test_an_account_leader_sees_the_accounts_jobs(client_for, history, settings):
+    settings.ACCOUNT_LEADERS = account_leaders({"ACCOUNT_LEADERS": "vision=alice"})
+    response = client_for("alice").get(reverse("trends"), {"by": "account"})
+    assert by_name(response)["vision"].gpu_hours == pytest.approx(1.0)
+    assert by_name(response)["nlp"].gpu_hours == pytest.approx(4.0)
+    bob = client_for("bob").get(reverse("trends"), {"by": "account"})
+    assert list(by_name(bob)) == ["vision"]  # his own; he leads nothing
 
 
 def test_bad_parameters_are_named(client_for, history):

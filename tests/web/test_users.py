@@ -11,7 +11,7 @@ from tests import rows as f
 pytestmark = pytest.mark.django_db
 
 # session + user, then the usage summary (one grouped query).
-USERS_QUERIES = 2 + 1
+USERS_QUERIES = 2 + 1 + 1  # + the navigation's cluster list (web/cluster_choice.py)
 
 
 @pytest.fixture

@@ -37,8 +37,9 @@ class UsagePagination(LimitOffsetPagination):
 @extend_schema(
     summary="GPU-hours and waste per user, per account or per Kubernetes namespace",
     description="Over the jobs you may see (staff: all) that were active between `from` "
-                "(default: 7 days before `to`) and `to` (default: now), most wasted first. "
-                "A job counts with its whole-life figures.",
+                "(default: 7 days before `to`) and `to` (default: now), most wasted first, "
+                "on every cluster or on `cluster`. A job counts with its whole-life "
+                "figures.",
     parameters=[UsageQuery],
 )
 class UsageView(generics.ListAPIView):
@@ -55,4 +56,7 @@ class UsageView(generics.ListAPIView):
         if end <= start:
             raise ValidationError({"to": "must be after from (to defaults to now)"})
         self.paginator.period = {"group": q["group"], "from": start, "to": end}
-        return usage_summary(Job.objects.visible_to(self.request.user), q["group"], start, end)
+        jobs = Job.objects.visible_to(self.request.user)
+        if q.get("cluster") is not None:
+            jobs = jobs.filter(cluster=q["cluster"])
+        return usage_summary(jobs, q["group"], start, end)

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.findings.filtersets import FindingFilterSet
 from clusterui.findings.models import Finding
-from clusterui.web import csvexport
+from clusterui.web import cluster_choice, csvexport
 from clusterui.web.views.overview import SEVERITY_RANK
 from clusterui.web.views.support import csv_filters_refused
 
@@ -23,7 +23,7 @@ SORTS = (("", "Most severe first"), ("-last_seen", "Recently seen"),
 def finding_list(request):
     """Findings the user may see; open ones unless another state is asked for;
     ``?format=csv``: every row under the same filters, as CSV."""
-    params = request.GET.copy()
+    params = cluster_choice.with_choice(request)
     if "state" not in params:
         params["state"] = FindingState.OPEN
     findings = (Finding.objects.visible_to(request.user)

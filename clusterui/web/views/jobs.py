@@ -22,7 +22,7 @@ from clusterui.jobs.filtersets import JobFilterSet, with_efficiency
 from clusterui.jobs.listing import JobPaginator, ordered_for_pages
 from clusterui.jobs.models import Job, JobGpu
 from clusterui.telemetry.models import GpuEvent
-from clusterui.web import csvexport, jobpage
+from clusterui.web import cluster_choice, csvexport, jobpage
 from clusterui.web.views.overview import SEVERITY_RANK
 from clusterui.web.views.support import (
     REFRESH_S,
@@ -82,7 +82,7 @@ def _listed(request):
     jobs = (with_efficiency(Job.objects.visible_to(request.user))
             .defer("efficiency__per_gpu", "efficiency__accum")
             .annotate(gpu_count=_gpu_count()))
-    filters = JobFilterSet(request.GET, queryset=jobs)
+    filters = JobFilterSet(cluster_choice.with_choice(request), queryset=jobs)
     valid = filters.is_valid()
     qs = filters.qs if valid else jobs.none()
     ordering = filters.form.cleaned_data.get("ordering") if valid else None

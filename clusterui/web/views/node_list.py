@@ -6,7 +6,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.utils import timezone
 
-from clusterui.web import nodelist
+from clusterui.web import cluster_choice, nodelist
 from clusterui.web.views.support import REFRESH_S, sort_header
 
 PAGE_SIZE = 100
@@ -24,7 +24,10 @@ class NodeFilters(forms.Form):
 
 def node_list(request):
     now = timezone.now()
-    form = NodeFilters(request.GET)
+    data = request.GET.copy()
+    if "cluster" not in data:  # the navigation's choice (clusterui/web/cluster_choice.py)
+        data["cluster"] = cluster_choice.known(request)
+    form = NodeFilters(data)
     valid = form.is_valid()
     params = form.cleaned_data if valid else {}
     ordering = params.get("ordering") or "name"

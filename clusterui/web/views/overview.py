@@ -1,6 +1,6 @@
 """The cluster overview: what is happening now, and where GPU time is being wasted."""
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -9,7 +9,7 @@ from clusterui.findings.models import SEVERITY_RANK, Finding
 from clusterui.gpuhealth.classify import STATE_LABELS, node_health
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
-from clusterui.web import timerange
+from clusterui.web import cluster_choice, timerange
 from clusterui.web.figures.heatmap import utilization_heatmap
 from clusterui.web.snapshot import BUSY_UTIL_PCT, cluster_snapshot
 from clusterui.web.views.support import REFRESH_S, charts, range_context
@@ -23,10 +23,15 @@ def home(request):
     and users that wasted the most GPU time in the chosen range (default 24 h)."""
     now = timezone.now()
     tr, range_error = timerange.parse_or_default(request.GET, default="24h", now=now)
-    snap = cluster_snapshot(request.user, now)
+    cluster = cluster_choice.known(request)
+    snap = cluster_snapshot(request.user, now, cluster=cluster)
     jobs = Job.objects.visible_to(request.user)
     findings = Finding.objects.visible_to(request.user).open()
-    health = node_health()
+    if cluster:
+        jobs = jobs.filter(cluster__name=cluster)
+        findings = findings.filter(Q(job__cluster__name=cluster)
+                                   | Q(job__isnull=True, node__cluster__name=cluster))
+    health = node_health({c.node_id for c in snap.cells} if cluster else None)
     by_state = {s: sum(1 for h in health.values() if h.state == s) for s in STATE_LABELS}
     by_severity = dict(findings.values_list("severity").annotate(n=Count("id")))
     context = {
@@ -41,12 +46,14 @@ def home(request):
         ),
         "wasteful_jobs": most_wasteful_jobs(jobs, tr.start, tr.end),
         "wasteful_users": [r for r in usage_summary(jobs, "user", tr.start, tr.end, limit=8,
-                                                 viewer=request.user, now=now)
+                                                 viewer=request.user, now=now,
+                                                 whole=not cluster)
                            if r["wasted_gpu_hours"] > 0],
         "charts": charts(heatmap=utilization_heatmap(snap.cells)),
         "node_health": [(state, label, by_state[state]) for state, label in STATE_LABELS.items()],
         "refresh_s": REFRESH_S,
         "now": now,
+        "cluster": cluster,
         **range_context(request, tr, range_error),
     }
     return render(request, "web/home.html", context, status=400 if range_error else 200)

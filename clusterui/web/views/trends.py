@@ -4,6 +4,7 @@ cluster over days, weeks or months (``clusterui.web.trends``)."""
 from django.conf import settings
 from django.shortcuts import render
 
+from clusterui.web import cluster_choice
 from clusterui.web import trends as data
 from clusterui.web.figures.trends import trend_bars
 from clusterui.web.views.support import charts
@@ -24,7 +25,8 @@ def trends(request):
     if metric not in data.METRICS:
         errors.append(f"metric must be one of {', '.join(data.METRICS)} (got {metric!r})")
         metric = "gpu_hours"
-    result = data.trends(request.user, group, period)
+    result = data.trends(request.user, group, period,
+                         cluster=cluster_choice.known(request))
     context = {
         "trends": result,
         "group": group, "groups": data.GROUPS, "group_label": data.GROUPS[group],

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
-from clusterui.web import csvexport, timerange
+from clusterui.web import cluster_choice, csvexport, timerange
 from clusterui.web.figures.usage import usage_bars
 from clusterui.web.views.support import charts, range_context
 
@@ -18,12 +18,14 @@ PAGE_SIZE = 50
 GROUPS = {"user": "By user", "account": "By account", "namespace": "By namespace"}
 
 
-def api_url(group: str, tr: timerange.TimeRange) -> str:
-    """The JSON API's address for the page's rows: the same grouping and the same period,
+def api_url(group: str, tr: timerange.TimeRange, cluster: str = "") -> str:
+    """The JSON API's address for the page's rows: the same grouping, cluster and period,
     fixed as the page computed it (a preset such as "7d" ends at the page's now)."""
-    return reverse("api:usage") + "?" + urlencode(
-        {"group": group, "from": csvexport.cell(tr.start), "to": csvexport.cell(tr.end),
-         "limit": 1000})
+    query = {"group": group, "from": csvexport.cell(tr.start), "to": csvexport.cell(tr.end),
+             "limit": 1000}
+    if cluster:
+        query["cluster"] = cluster
+    return reverse("api:usage") + "?" + urlencode(query)
 
 
 def namespaces(request):
@@ -40,7 +42,11 @@ def usage(request, default="user"):
     group = request.GET.get("by", default)
     if group not in GROUPS:
         group, range_error = "user", f"by must be one of {', '.join(GROUPS)}"
-    rows = usage_summary(Job.objects.visible_to(request.user), group, tr.start, tr.end)
+    jobs = Job.objects.visible_to(request.user)
+    cluster = cluster_choice.known(request)
+    if cluster:
+        jobs = jobs.filter(cluster__name=cluster)
+    rows = usage_summary(jobs, group, tr.start, tr.end)
     if request.GET.get("format") == "csv":
         if range_error:
             return HttpResponse(f"Fix the filters first ({range_error}).\n", status=400,
@@ -61,7 +67,7 @@ def usage(request, default="user"):
         "totals": totals,
         "max_hours": max((r["gpu_hours"] for r in rows), default=0),
         "charts": charts(usage=usage_bars(rows)),
-        "api_url": api_url(group, tr),
+        "api_url": api_url(group, tr, cluster),
         **range_context(request, tr, range_error),
     }
     return render(request, "web/users.html", context, status=400 if range_error else 200)
