@@ -28,6 +28,7 @@ def test_every_simulator_scenario_has_a_case_and_negatives_are_included():
 @pytest.mark.parametrize("interval", [1.0, 10.0])
 def test_the_scenarios_are_classified_without_error(interval):
     suite = scenarios.run_suite(interval)
+    print(scenarios.report([suite]))  # the confusion matrix, shown with -s
     assert len(suite.results) == len(scenarios.CASES)
     wrong = [(r.case.name, sorted(r.case.expected), sorted(r.raised)) for r in suite.wrong()]
     assert wrong == []
@@ -43,6 +44,11 @@ def test_the_scenarios_are_classified_without_error(interval):
     assert set(named) == {c.name for c in scenarios.CASES if "straggler" in c.expected}
     for case, (slow, node) in named.items():
         assert slow is not None and node == slow, case
+    # The erroring port's node also raises the fabric_link node finding, and no other node
+    # of the suite raises a node finding.
+    [erroring] = [r for r in suite.results if r.case.scenario == Scenario.STRAGGLER_ERRORING_PORT]
+    assert erroring.node_raised == {erroring.straggler_node: {"fabric_link"}}
+    assert [r.case.name for r in suite.results if r.node_raised] == [erroring.case.name]
 
 
 def test_the_report_prints_precision_and_recall_per_kind():
