@@ -60,6 +60,13 @@ class PortHealth:
                 and self.link_gbps < self.nominal_gbps)
 
     @property
+    def roce_rising(self) -> list[tuple[str, int]]:
+        """The RoCE counters (congestion, drops, retransmissions) that rose in the newest
+        interval, largest first; ``congestion`` holds every one the port reports."""
+        return sorted(((k, v) for k, v in self.congestion.items() if v),
+                      key=lambda kv: (-kv[1], kv[0]))
+
+    @property
     def error_total(self) -> int:
         return sum(v for v in self.errors.values() if v)
 
