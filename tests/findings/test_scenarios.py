@@ -76,3 +76,27 @@ def test_scenario_report_command_prints_the_matrix_and_leaves_nothing(capsys):
 def test_scenario_report_refuses_an_interval_out_of_range():
     with pytest.raises(CommandError, match="between 1 and 60 s, got 0.5"):
         call_command("scenario_report", "--interval", "0.5")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_the_erroring_port_straggler_is_named_by_its_port_counters_from_sysfs():
+    from clusterui.findings.models import Finding
+
+    [case] = [c for c in scenarios.CASES if c.scenario == Scenario.STRAGGLER_ERRORING_PORT]
+    [result] = scenarios.run_suite(10.0, cases=(case,)).results
+    assert result.correct
+    finding = Finding.objects.get(kind="straggler", job__external_id=result.job_id)
+    evidence = finding.evidence
+    assert finding.node.name == evidence["node"] == result.straggler_node
+    # Named by its errors (its traffic is above the slow-link ratio), with the counters the
+    # collector read from the simulated sysfs files and their rise over the window.
+    assert evidence["reasons"] == ["errors"]
+    assert set(evidence["node_port_errors"]) == {"symbol_error", "port_rcv_errors",
+                                                 "link_error_recovery"}
+    assert evidence["node_port_errors"]["symbol_error"] > 10 * evidence[
+        "node_port_errors"]["port_rcv_errors"] * 0.9
+    assert evidence["peers_port_errors_max"] == 0
+    assert 0.5 < evidence["node_fabric_pct"] / evidence["peers_fabric_pct"] < 0.85
+    assert evidence["lost_gpu_hours"] > 0
+    assert "erroring fabric port" in finding.title and "drain" in finding.suggestion
