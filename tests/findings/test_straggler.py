@@ -141,3 +141,16 @@ def test_the_thresholds_are_the_settings():
     strict = dataclasses.replace(T, straggler_busy_gap_pct=35.0)
     assert straggler.detect(job({"n3": 90.0}), strict) is None
     assert straggler.detect(job({"n3": 90.0}), T) is not None
+
+
+def test_the_erroring_port_evidence_reads_as_the_counters_and_their_rise():
+    from clusterui.web.templatetags.web_format import evidence_items
+
+    errors = {"n3": {"symbol_error": 1800, "port_rcv_errors": 240, "link_error_recovery": 6}}
+    d = straggler.detect(job(fabric={"n1": 45.0, "n2": 43.0, "n3": 31.0, "n4": 44.0},
+                             errors=errors), T)
+    shown = dict(evidence_items(d.evidence))
+    assert shown["Its port error counters' rise"] == (
+        "link error recovery 6, port rcv errors 240, symbol error 1,800")
+    assert shown["Its port errors, total"] == "2,046"
+    assert shown["Most port errors on a peer"] == "0"
