@@ -394,6 +394,11 @@ DETECTOR_STRAGGLER_FABRIC_RATIO = env_float("DETECTOR_STRAGGLER_FABRIC_RATIO", 0
                                             minimum=0.01, maximum=0.99)
 DETECTOR_STRAGGLER_FABRIC_MIN_PCT = env_float("DETECTOR_STRAGGLER_FABRIC_MIN_PCT", 10.0,
                                               minimum=0, maximum=100)
+# An erroring port holds a job back when its node's error counters rose by
+# DETECTOR_FABRIC_ERRORS or more, no peer's did, and its traffic is at most this share of
+# its peers' median (the retransmissions cost it throughput).
+DETECTOR_STRAGGLER_ERROR_TRAFFIC_RATIO = env_float("DETECTOR_STRAGGLER_ERROR_TRAFFIC_RATIO",
+                                                   0.85, minimum=0.01, maximum=1)
 # A fabric port is erroring when its error counters rose by DETECTOR_FABRIC_ERRORS or more
 # over the detector window (or it downed its link once); see docs/detectors.md.
 DETECTOR_FABRIC_ERRORS = env_int("DETECTOR_FABRIC_ERRORS", 10, minimum=1)

@@ -37,13 +37,22 @@ ERROR_COUNTERS: dict[str, int] = {
     "local_link_integrity_errors": 4,
     "excessive_buffer_overrun_errors": 4,
 }
-# mlx5 RoCE congestion counters in ports/<p>/hw_counters (drivers/infiniband/hw/mlx5/
-# counters.c: cong_cnts and the q counter out_of_buffer). 64-bit in the driver.
+# mlx5 RoCE counters in ports/<p>/hw_counters (drivers/infiniband/hw/mlx5/counters.c,
+# torvalds/linux 10d4de4189533840f296ce7e48eac05b985d96bc): congestion control (cong_cnts,
+# 64-bit), and the port's q counters (basic_q_cnts, out_of_seq_q_cnts, retrans_q_cnts;
+# 32-bit in the device, so they wrap: a smaller value drops that interval) that count
+# drops and the go-back-N retransmissions a lossy link causes. docs/collector.md says
+# what each means and where that is uncertain.
 CONGESTION_COUNTERS: tuple[str, ...] = (
     "np_cnp_sent",
     "rp_cnp_handled",
+    "rp_cnp_ignored",
     "np_ecn_marked_roce_packets",
     "out_of_buffer",
+    "out_of_sequence",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
 )
 LINK_FIELDS = ("link_state", "phys_state", "link_width", "link_gbps", "counters_saturated")
 # The nic_samples fields this module adds, in the order they are sent.

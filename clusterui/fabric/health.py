@@ -2,6 +2,7 @@
 its nominal rate, and its error increases summed over a window (``PortErrors``)."""
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -60,6 +61,13 @@ class PortHealth:
                 and self.link_gbps < self.nominal_gbps)
 
     @property
+    def roce_rising(self) -> list[tuple[str, int]]:
+        """The RoCE counters (congestion, drops, retransmissions) that rose in the newest
+        interval, largest first; ``congestion`` holds every one the port reports."""
+        return sorted(((k, v) for k, v in self.congestion.items() if v),
+                      key=lambda kv: (-kv[1], kv[0]))
+
+    @property
     def error_total(self) -> int:
         return sum(v for v in self.errors.values() if v)
 
@@ -106,8 +114,16 @@ def ports(start: dt.datetime, end: dt.datetime, node_ids=None) -> list[PortHealt
         for row in cur.fetchall():
             errors = {f: int(v) for f, v in zip(ERROR_FIELDS, row[14:], strict=True)
                       if v is not None}
-            out.append(PortHealth(*row[:13], congestion=row[13] or {}, errors=errors))
+            out.append(PortHealth(*row[:13], congestion=_json(row[13]), errors=errors))
     return out
+
+
+def _json(value) -> dict:
+    """A jsonb column read by a raw cursor: Django has psycopg hand it over as text (its
+    JSONField decodes it itself), so a dict only where another driver decoded it."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return value or {}
 
 
 def error_threshold() -> int:

@@ -15,8 +15,11 @@ ERROR_FIELDS = (
     "port_rcv_remote_physical_errors", "port_xmit_discards", "local_link_integrity_errors",
     "excessive_buffer_overrun_errors",
 )
-CONGESTION_FIELDS = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets",
-                     "out_of_buffer")
+# RoCE (mlx5 hw_counters): congestion notifications, and the drops and retransmissions of
+# a lossy link. Kept as each port's newest interval only (PortLink.congestion).
+CONGESTION_FIELDS = ("np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored",
+                     "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence",
+                     "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err")
 
 FABRIC_METRICS: tuple[Metric, ...] = (
     # IBA PortInfo PortState: 0 no change (NOP), 1 Down, 2 Init, 3 Armed, 4 Active,

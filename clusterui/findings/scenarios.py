@@ -34,7 +34,13 @@ from clusterui.ingest.tasks import ingest_envelope
 from clusterui.jobs.models import Job
 from collectors.sim.hardware import A100_PCIE, H100_SXM
 from collectors.sim.node import SimJob, SimNode
-from collectors.sim.scenarios import EXPECTED_FINDINGS, STRAGGLERS, Scenario, straggler_rank
+from collectors.sim.scenarios import (
+    EXPECTED_FINDINGS,
+    EXPECTED_NODE_FINDINGS,
+    STRAGGLERS,
+    Scenario,
+    straggler_rank,
+)
 from collectors.sim.signals import mix
 
 # The kinds the pass raises (a retired kind is only on findings stored before it was).
@@ -43,6 +49,10 @@ KINDS = tuple(k.value for k in FindingKind if k not in RETIRED_KINDS)
 # (a false one is still counted); their faults have end-to-end tests of their own
 # (tests/alerts/test_gpu_health_mail.py, tests/findings/test_fabric_link.py).
 NODE_HEALTH_KINDS = (FindingKind.GPU_HEALTH.value, FindingKind.FABRIC_LINK.value)
+# The node kinds scored per case: those a scenario expects on its nodes (fabric_link on an
+# erroring port's node). gpu_health is not: the XID scenario's uncorrectable ECC events
+# rightly ask for a reset of its node, which other cases share (its own tests cover it).
+NODE_SCORED_KINDS = sorted({k for kinds in EXPECTED_NODE_FINDINGS.values() for k in kinds})
 GPUS_PER_NODE = 8
 CPUS_PER_GPU = 12
 FLUSH_S = 60.0
@@ -63,6 +73,11 @@ class Case:
     @property
     def expected(self) -> set[str]:
         return set() if self.negative else set(EXPECTED_FINDINGS[self.scenario])
+
+    @property
+    def expected_node(self) -> set[str]:
+        """Node findings (no job) expected on the straggler node of the case's job."""
+        return set() if self.negative else set(EXPECTED_NODE_FINDINGS.get(self.scenario, ()))
 
 
 S = Scenario
@@ -91,6 +106,7 @@ CASES: tuple[Case, ...] = (
     Case("straggler_slow_node", S.STRAGGLER_SLOW_NODE, gpus=8, nodes=3),
     Case("straggler_throttled", S.STRAGGLER_THROTTLED, gpus=8, nodes=3),
     Case("straggler_slow_link", S.STRAGGLER_SLOW_LINK, gpus=8, nodes=3),
+    Case("straggler_erroring_port", S.STRAGGLER_ERRORING_PORT, gpus=8, nodes=3),
     Case("straggler_slow_node_a100", S.STRAGGLER_SLOW_NODE, gpus=8, nodes=2,
          model=A100_PCIE.name),
     Case("comm_bound_4nodes", S.COMM_BOUND_MULTINODE, gpus=8, nodes=4),
@@ -117,12 +133,21 @@ class CaseResult:
     raised: set[str]
     straggler_node: str | None = None  # the node the scenario slowed down
     named_node: str | None = None  # the node a straggler finding named
+    # Node findings (no job) of NODE_SCORED_KINDS on the case's nodes: {node: kinds}.
+    node_raised: dict[str, set[str]] = field(default_factory=dict)
+
+    @property
+    def node_correct(self) -> bool:
+        """The node findings expected on the straggler node, and none elsewhere."""
+        expected = ({self.straggler_node: self.case.expected_node}
+                    if self.case.expected_node else {})
+        return {n: k for n, k in self.node_raised.items() if k} == expected
 
     @property
     def correct(self) -> bool:
         if "straggler" in self.raised and self.named_node != self.straggler_node:
             return False
-        return self.raised == self.case.expected
+        return self.raised == self.case.expected and self.node_correct
 
 
 @dataclass
@@ -273,6 +298,11 @@ def run_suite(interval: float, *, end: float | None = None, seed: int = 7,
         raised.setdefault(external_id, set()).add(kind)
         if kind == FindingKind.STRAGGLER:
             named[external_id] = node
+    on_node: dict[str, set[str]] = {}
+    for kind, node in Finding.objects.filter(
+            job__isnull=True, node__cluster__name=cluster, kind__in=NODE_SCORED_KINDS
+    ).values_list("kind", "node__name"):
+        on_node.setdefault(node, set()).add(kind)
     known = set(Job.objects.filter(cluster__name=cluster).values_list("external_id", flat=True))
     for case in cases:
         job = jobs[case.name]
@@ -280,8 +310,10 @@ def run_suite(interval: float, *, end: float | None = None, seed: int = 7,
             raise RuntimeError(f"scenario job {job.id} was not stored")
         slow = (job.nodes[straggler_rank(job.seed, len(job.nodes))]
                 if case.scenario in STRAGGLERS else None)
+        # A node shared by single-node cases: its node findings count against each of them.
+        node_raised = {n: on_node[n] for n in job.nodes if n in on_node}
         result.results.append(CaseResult(case, interval, job.id, raised.get(job.id, set()),
-                                         slow, named.get(job.id)))
+                                         slow, named.get(job.id), node_raised))
     result.seconds = time.perf_counter() - began
     return result
 
@@ -351,6 +383,10 @@ def report(suites: list[SuiteResult]) -> str:
             if r.straggler_node or r.named_node:
                 node = (f" (slow node {r.straggler_node or 'none'}, named "
                         f"{r.named_node or 'none'})")
+            for name, kinds in sorted(r.node_raised.items()):
+                node += f"; node finding on {name}: {', '.join(sorted(kinds))}"
+            if r.case.expected_node:
+                node += f"; expected on the slow node: {', '.join(sorted(r.case.expected_node))}"
             lines.append(f"  {mark} {s.interval:>3g} s  {r.case.name:<27} expected {expected}; "
                          f"raised {raised}{node}")
     lines.append("")

@@ -62,6 +62,8 @@ class Thresholds:
     straggler_wait_gap_pct: float = 5.0
     straggler_fabric_ratio: float = 0.5
     straggler_fabric_min_pct: float = 10.0
+    straggler_error_traffic_ratio: float = 0.85
+    fabric_errors: int = 10
     waste_warning_gpu_h: float = 2.0
     waste_critical_gpu_h: float = 50.0
 
@@ -93,6 +95,8 @@ class Thresholds:
             straggler_wait_gap_pct=settings.DETECTOR_STRAGGLER_WAIT_GAP_PCT,
             straggler_fabric_ratio=settings.DETECTOR_STRAGGLER_FABRIC_RATIO,
             straggler_fabric_min_pct=settings.DETECTOR_STRAGGLER_FABRIC_MIN_PCT,
+            straggler_error_traffic_ratio=settings.DETECTOR_STRAGGLER_ERROR_TRAFFIC_RATIO,
+            fabric_errors=settings.DETECTOR_FABRIC_ERRORS,
             waste_warning_gpu_h=settings.DETECTOR_WASTE_WARNING_GPU_H,
             waste_critical_gpu_h=settings.DETECTOR_WASTE_CRITICAL_GPU_H,
         )

@@ -9,6 +9,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
+from clusterui.fabric.metrics import ERROR_FIELDS
 from clusterui.findings import bulk
 
 
@@ -111,6 +112,9 @@ class JobWindow:
     reference_clock_mhz: dict[str, float] = field(default_factory=dict)
     # Multi-node jobs: each node's fabric NIC traffic over the window, mean % of capacity.
     node_fabric: dict[str, float] = field(default_factory=dict)
+    # Multi-node jobs: each node's fabric port error counter increases over the window,
+    # summed over its ports ({node: {counter: increase}}; a node with none is absent).
+    node_port_errors: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def span_s(self) -> float:
@@ -226,6 +230,17 @@ CROSS JOIN LATERAL (
 GROUP BY 1, 2
 """
 
+# The error increases that fabric/store.py wrote (only samples where a counter rose) on
+# the ports of each (job, node) pair, over the job's window.
+_NODE_ERRORS_SQL = f"""
+SELECT w.job_id, w.node_id, {", ".join(f"sum(e.{f})" for f in ERROR_FIELDS)}
+FROM unnest(%s::int[], %s::int[], %s::timestamptz[], %s::timestamptz[])
+    AS w(job_id, node_id, t0, t1)
+JOIN inventory_nic n ON n.node_id = w.node_id
+JOIN fabric_porterrors e ON e.nic_id = n.id AND e.ts >= w.t0 AND e.ts <= w.t1
+GROUP BY 1, 2
+"""
+
 _EVENTS_SQL = """
 SELECT w.job_id, e.ts, e.gpu_id, e.kind, e.code, e.message
 FROM unnest(%s::int[], %s::int[], %s::timestamptz[], %s::timestamptz[])
@@ -295,5 +310,14 @@ def read_windows(windows: list[JobWindow], gpus_of: dict[int, list[GpuInfo]],
             for job_id, node_id, fabric in cur.fetchall():
                 if fabric is not None and node_id in names:
                     by_id[job_id].node_fabric[names[node_id]] = fabric
+            pairs = [(w, node_id) for w in multi
+                     for node_id in sorted({g.node_id for g in gpus_of.get(w.job_id, ())})]
+            cur.execute(_NODE_ERRORS_SQL, [[w.job_id for w, _ in pairs], [n for _, n in pairs],
+                                           [w.start for w, _ in pairs],
+                                           [w.end for w, _ in pairs]])
+            for job_id, node_id, *sums in cur.fetchall():
+                errors = {f: int(v) for f, v in zip(ERROR_FIELDS, sums, strict=True) if v}
+                if errors and node_id in names:
+                    by_id[job_id].node_port_errors[names[node_id]] = errors
     for w in windows:
         w.gpus.sort(key=lambda g: (g.node, g.index))

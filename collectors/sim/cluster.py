@@ -92,6 +92,7 @@ ARRIVAL_WEIGHTS = {
     Scenario.STRAGGLER_SLOW_NODE: 1,
     Scenario.STRAGGLER_THROTTLED: 1,
     Scenario.STRAGGLER_SLOW_LINK: 1,
+    Scenario.STRAGGLER_ERRORING_PORT: 1,
 }
 # At the start every scenario runs once, the rarest allocations first.
 INITIAL_ORDER = (
@@ -100,18 +101,22 @@ INITIAL_ORDER = (
     Scenario.STRAGGLER_SLOW_NODE,
     Scenario.STRAGGLER_THROTTLED,
     Scenario.STRAGGLER_SLOW_LINK,
+    Scenario.STRAGGLER_ERRORING_PORT,
     Scenario.COMM_BOUND_NVLINK,
     Scenario.IDLE_GPUS,
     Scenario.BUSY_NOT_BUSY,
+    Scenario.HEALTHY,
+    Scenario.POWER_THROTTLE,
     Scenario.INPUT_BOUND,
     Scenario.IDLE,
     Scenario.SPIKY_LOW,
     Scenario.THERMAL_THROTTLE,
-    Scenario.POWER_THROTTLE,
     Scenario.XID,
     Scenario.MODERATE,
-    Scenario.HEALTHY,
 )
+# The first job of each single-node scenario is small (every size still shows), so that all
+# of them fit beside the multi-node ones on the default 16 nodes; later jobs draw from SIZES.
+INITIAL_SIZES = {Scenario.HEALTHY: 4, Scenario.POWER_THROTTLE: 2}
 
 
 def node_name(i: int) -> str:
@@ -267,7 +272,7 @@ class ClusterSim:
         for scenario in INITIAL_ORDER:
             if scenario in NEEDS_FULL_NODE and len(self.nodes) < 4:
                 continue  # on a tiny cluster whole-node jobs would crowd out the rest
-            self._start_job(rng, scenario, self.start, initial=True)
+            self._start_job(rng, scenario, self.start, initial=True, first=True)
         total = len(self.nodes) * self.gpus_per_node
         for _ in range(4 * total):
             busy = total - sum(len(v) for v in self._free(self.start).values())
@@ -290,7 +295,8 @@ class ClusterSim:
         return rng.choices(kinds, weights=[ARRIVAL_WEIGHTS[k] for k in kinds])[0]
 
     def _start_job(
-        self, rng: random.Random, scenario: Scenario, t: float, initial: bool
+        self, rng: random.Random, scenario: Scenario, t: float, initial: bool,
+        first: bool = False,
     ) -> SimJob | None:
         free = self._free(t)
         order = list(range(len(self.nodes)))
@@ -307,6 +313,8 @@ class ClusterSim:
         else:
             if scenario in NEEDS_FULL_NODE:
                 size = gpn
+            elif initial and first:
+                size = min(gpn, INITIAL_SIZES.get(scenario, 1))
             else:
                 size = min(gpn, rng.choice(SIZES[scenario]))
             fits = [i for i in order if len(free[i]) >= size and self._fits(scenario, i)]

@@ -33,6 +33,8 @@ from collectors.sim.hardware import (
     GpuModel,
 )
 from collectors.sim.scenarios import (
+    ERRORING_PORT,
+    ERRORING_PORT_SYMBOLS_PER_S,
     Behaviour,
     Gauges,
     HostUse,
@@ -40,6 +42,7 @@ from collectors.sim.scenarios import (
     behaviour,
     host_use,
     idle_behaviour,
+    straggler_rank,
     xid_events,
 )
 from collectors.sim.signals import Wave, mix, unit
@@ -248,6 +251,12 @@ class SimNode:
                       job.gpus_per_node)
             for i in range(len(gpus))
         )
+        if (job.scenario in ERRORING_PORT and self.ib_ports
+                and node_rank == straggler_rank(job.seed, len(job.nodes))):
+            # The job's straggler node: its first fabric port counts errors while it runs.
+            self.link_faults.append(simfabric.LinkFault(
+                port=0, start=job.start, kind="errors", per_s=ERRORING_PORT_SYMBOLS_PER_S,
+                end=job.end))
         pids = tuple(1000 + mix(job.seed, self.key, g) % 3_000_000 for g in gpus)
         self.placements.append(
             Placement(

@@ -42,7 +42,13 @@ kind outside the set is one it must not raise.
   same, its GPUs thermally throttled (SwThermal + HwThermal, 2/3 of the max clock): straggler
   and throttling. STRAGGLER_SLOW_LINK: every GPU computes ~75 % of each step and
   communicates the rest; the node's fabric port carries ~30 % of what its peers' do (a
-  degraded link): straggler. All stay busier than the communication-bound and
+  degraded link): straggler. STRAGGLER_ERRORING_PORT: as the slow link, but the node's
+  first fabric port is marginal (``sim/fabric.py``, a ``LinkFault`` of kind "errors" for
+  the job's life: symbol errors, receive errors and link error recoveries rise in its sysfs
+  counters) and its retransmissions leave it ~70 % of its peers' traffic (above the
+  slow-link ratio: the rising errors are what names it): straggler, and on that node the
+  node finding fabric_link (erroring; not a job finding, so not in the job's expected set:
+  ``EXPECTED_NODE_FINDINGS``). All stay busier than the communication-bound and
   low-utilization thresholds.
 """
 
@@ -73,6 +79,7 @@ class Scenario(enum.StrEnum):
     STRAGGLER_SLOW_NODE = "straggler_slow_node"
     STRAGGLER_THROTTLED = "straggler_throttled"
     STRAGGLER_SLOW_LINK = "straggler_slow_link"
+    STRAGGLER_ERRORING_PORT = "straggler_erroring_port"
 
 
 FINDING_KINDS = (
@@ -102,11 +109,20 @@ EXPECTED_FINDINGS: dict[Scenario, set[str]] = {
     Scenario.STRAGGLER_SLOW_NODE: {"straggler"},
     Scenario.STRAGGLER_THROTTLED: {"straggler", "throttling"},
     Scenario.STRAGGLER_SLOW_LINK: {"straggler"},
+    Scenario.STRAGGLER_ERRORING_PORT: {"straggler"},
+}
+# Node findings (no job) a scenario raises on its straggler node, beside the job's.
+EXPECTED_NODE_FINDINGS: dict[Scenario, set[str]] = {
+    Scenario.STRAGGLER_ERRORING_PORT: {"fabric_link"},
 }
 
 # What a scenario needs from its allocation (the scheduler respects it).
 STRAGGLERS = {Scenario.STRAGGLER_SLOW_NODE, Scenario.STRAGGLER_THROTTLED,
-              Scenario.STRAGGLER_SLOW_LINK}
+              Scenario.STRAGGLER_SLOW_LINK, Scenario.STRAGGLER_ERRORING_PORT}
+# The straggler node's fabric port counts errors while the job runs (``node.SimNode.place``).
+ERRORING_PORT = {Scenario.STRAGGLER_ERRORING_PORT}
+# Symbol errors a second on that port (receive errors and recoveries follow: sim/fabric.py).
+ERRORING_PORT_SYMBOLS_PER_S = 2.0
 MULTINODE = {Scenario.COMM_BOUND_MULTINODE, Scenario.HEALTHY_MULTINODE} | STRAGGLERS
 NEEDS_FULL_NODE = MULTINODE | {Scenario.COMM_BOUND_NVLINK, Scenario.IDLE_GPUS}
 NEEDS_HOPPER = {Scenario.COMM_BOUND_NVLINK, Scenario.BUSY_NOT_BUSY}
@@ -345,8 +361,9 @@ def behaviour(scenario: Scenario, model: GpuModel, seed: int, rank: int, nranks:
         # Lockstep: every node's step has the same period and phase; a peer computes the
         # first `duty` of the step and waits for the others (or communicates) the rest.
         duty = {Scenario.STRAGGLER_SLOW_NODE: 0.6, Scenario.STRAGGLER_THROTTLED: 0.64,
-                Scenario.STRAGGLER_SLOW_LINK: 0.75}[s]
-        if odd and s is not Scenario.STRAGGLER_SLOW_LINK:
+                Scenario.STRAGGLER_SLOW_LINK: 0.75, Scenario.STRAGGLER_ERRORING_PORT: 0.75}[s]
+        fabric_bound = s in (Scenario.STRAGGLER_SLOW_LINK, Scenario.STRAGGLER_ERRORING_PORT)
+        if odd and not fabric_bound:
             util = steady(96.0, 1.0)  # computes the whole step: the others wait for it
             sm = steady(_r(seed, 10, 76, 80), 1.5)
             throttling = "thermal" if s is Scenario.STRAGGLER_THROTTLED else ""
@@ -358,6 +375,9 @@ def behaviour(scenario: Scenario, model: GpuModel, seed: int, rank: int, nranks:
         ib = stepped(0.05, 0.7, duty, 0.01)
         if odd and s is Scenario.STRAGGLER_SLOW_LINK:
             ib = stepped(0.015, 0.21, duty, 0.005)
+        elif odd and s is Scenario.STRAGGLER_ERRORING_PORT:
+            # Retransmitted packets and link recoveries: ~70 % of the peers' goodput.
+            ib = stepped(0.035, 0.49, duty, 0.005)
         nvlink = stepped(0.05, 0.3, duty, 0.01)
     else:  # pragma: no cover - every member is handled above
         raise ValueError(s)

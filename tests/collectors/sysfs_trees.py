@@ -66,7 +66,7 @@ def set_ib_errors(sysfs, dev, port, **counters) -> None:
 
 
 def set_hw_counters(sysfs, dev, port, **counters) -> None:
-    """ports/<port>/hw_counters/<name> (mlx5 RoCE congestion counters, "%llu\\n")."""
+    """ports/<port>/hw_counters/<name> (mlx5 RoCE congestion and q counters, "%llu\\n")."""
     hdir = os.path.join(sysfs, "class", "infiniband", dev, "ports", str(port), "hw_counters")
     for name, value in counters.items():
         write(os.path.join(hdir, name), str(value))

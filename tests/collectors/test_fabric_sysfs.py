@@ -113,3 +113,29 @@ def test_roce_congestion_counters(roots):
     port = src.sample()["mlx5_1:1"]
     assert (port["np_cnp_sent"], port["rp_cnp_handled"]) == (100, 5)
     assert (port["np_ecn_marked_roce_packets"], port["out_of_buffer"]) == (0, 4)
+    # The retransmission q counters are absent here (no retransmission_q_counters
+    # capability): null, never 0.
+    assert port["packet_seq_err"] is None and port["local_ack_timeout_err"] is None
+
+
+def test_roce_retransmission_counters_rise_and_their_32_bit_wrap_drops_the_interval(roots):
+    # File names: drivers/infiniband/hw/mlx5/counters.c (out_of_seq_q_cnts, retrans_q_cnts),
+    # torvalds/linux 10d4de4189533840f296ce7e48eac05b985d96bc; q counters are be32 values.
+    sysfs = roots["sys"]
+    add_ib_port(sysfs, "mlx5_0", 1, xmit=0, rcv=0, link_layer="Ethernet", lid="0x0",
+                rate="400 Gb/sec (4X NDR)")  # fmt: skip
+    names = ("out_of_sequence", "packet_seq_err", "implied_nak_seq_err",
+             "local_ack_timeout_err", "rp_cnp_ignored")
+    set_hw_counters(sysfs, "mlx5_0", 1, **dict.fromkeys(names, 7))
+    src = FabricCounters(sysfs)
+    first = src.sample()["mlx5_0:1"]
+    assert [first[n] for n in names] == [None] * len(names)  # no increase on a first reading
+    set_hw_counters(sysfs, "mlx5_0", 1, out_of_sequence=97, packet_seq_err=4_294_967_290,
+                    implied_nak_seq_err=7, local_ack_timeout_err=9, rp_cnp_ignored=8)
+    port = src.sample()["mlx5_0:1"]
+    assert [port[n] for n in names] == [90, 4_294_967_283, 0, 2, 1]
+    set_hw_counters(sysfs, "mlx5_0", 1, out_of_sequence=98, packet_seq_err=5,
+                    implied_nak_seq_err=7, local_ack_timeout_err=9, rp_cnp_ignored=8)
+    port = src.sample()["mlx5_0:1"]
+    assert port["packet_seq_err"] is None  # wrapped past 2**32: that interval is unknown
+    assert port["out_of_sequence"] == 1

@@ -1,4 +1,4 @@
-"""The scenario matrix end to end: 32 labelled cases at 1, 2, 10, 30 and 60 s sampling,
+"""The scenario matrix end to end: 34 labelled cases at 1, 2, 10, 30 and 60 s sampling,
 delivered live, as a backlog after the jobs stopped, out of order and with a two-hour spool
 replay in the middle of a live stream, sent as signed batches over the real broker to the
 real bulk consumer, judged by the real detector pass that Celery beat runs in a real worker,

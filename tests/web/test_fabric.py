@@ -72,3 +72,18 @@ def test_the_node_page_shows_its_ports_degraded_first(client_for, fabric):
     assert [p.name for p in ports][0] == fabric["degraded"].name and len(ports) == 2
     html = response.content.decode()
     assert "Fabric links" in html and "100 Gb/s (1X)" in html and "400 Gb/s (4X), 25 %" in html
+
+
+def test_roce_counters_that_rose_are_shown_on_the_fabric_and_node_pages(client_for, fabric):
+    roce, quiet = fabric["sick"].nics.order_by("name")
+    PortLink.objects.filter(nic=roce).update(congestion={
+        "np_cnp_sent": 120, "rp_cnp_handled": 0, "out_of_sequence": 0, "packet_seq_err": 3})
+    PortLink.objects.filter(nic=quiet).update(congestion={"np_cnp_sent": 0})
+    client = client_for("bob")
+    for url in (reverse("fabric"), reverse("node-detail", args=[fabric["sick"].pk])):
+        html = client.get(url).content.decode()
+        assert "RoCE np_cnp_sent 120, packet_seq_err 3 in the last interval" in html, url
+        assert "RoCE counters: none rose in the last interval" in html, url
+    # An InfiniBand port (no hw_counters) says nothing about RoCE.
+    html = client.get(reverse("node-detail", args=[fabric["erroring"].node_id])).content.decode()
+    assert "RoCE" not in html

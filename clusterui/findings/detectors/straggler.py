@@ -19,14 +19,23 @@ never with a cluster-wide figure, so a job that is uniformly slow is not a strag
 - **slow link**: the node's fabric NICs (InfiniBand/RoCE, else Ethernet) carry at most
   ``straggler_fabric_ratio`` of the median traffic of its peers' (in % of each node's link
   capacity), where the peers run at least ``straggler_fabric_min_pct`` of capacity, and no
-  other node is that low.
+  other node is that low;
+- **erroring port**: the error counters of the node's fabric ports (symbol errors, link
+  error recoveries, receive errors, ...: ``fabric_porterrors``) rose by at least
+  ``fabric_errors`` (``DETECTOR_FABRIC_ERRORS``, the ``fabric_link`` finding's threshold)
+  over the window while no peer's did, and the node's fabric traffic is at most
+  ``straggler_error_traffic_ratio`` of its peers' median (retransmissions and link
+  recoveries cost it throughput; the peers run at least ``straggler_fabric_min_pct``). The
+  errors alone say the link is bad (the node finding ``fabric_link``); the traffic says the
+  job pays for it.
 
 The GPU-hours the job loses to the node over the window (an estimate, its basis in the
 evidence): where the peers wait for a busier node, each peer GPU's waiting share
 ``1 - busy(peer GPU) / busy(node)`` times the window; for a slow link alone, the time every
 GPU of the job was not busy times ``1 - traffic(node) / traffic(peers)``: the share of the
 communication time that a link as fast as the peers' would save, if that time is spent
-moving data. Published straggler studies work from step timings inside the job; these are
+moving data (likewise for an erroring port, whose link is slowed by its retransmissions).
+Published straggler studies work from step timings inside the job; these are
 the counters' view of the same effect, for every job, from outside it.
 """
 
@@ -57,6 +66,11 @@ class NodeWindow:
     node_id: int | None
     gpus: list[GpuWindow] = field(default_factory=list)
     fabric_pct: float | None = None
+    port_errors: dict[str, int] = field(default_factory=dict)  # counter -> increase
+
+    @property
+    def error_total(self) -> int:
+        return sum(self.port_errors.values())
 
     def _mean(self, attr: str) -> float | None:
         values = [(getattr(g, attr), g.samples) for g in self.gpus
@@ -96,6 +110,9 @@ def nodes_of(w: JobWindow) -> list[NodeWindow]:
     for name, fabric in w.node_fabric.items():
         if name in by_name:
             by_name[name].fabric_pct = fabric
+    for name, errors in w.node_port_errors.items():
+        if name in by_name:
+            by_name[name].port_errors = dict(errors)
     return sorted(by_name.values(), key=lambda n: n.name)
 
 
@@ -158,6 +175,22 @@ def _slow_link(nodes: list[NodeWindow], t: Thresholds):
     return odd, peers
 
 
+def _erroring_port(nodes: list[NodeWindow], t: Thresholds):
+    erroring = [n for n in nodes if n.error_total >= t.fabric_errors]
+    if len(erroring) != 1:
+        return None  # none, or several nodes' ports: not one node's link (or a switch)
+    odd = erroring[0]
+    peers = [n.fabric_pct for n in nodes if n is not odd and n.fabric_pct is not None]
+    if odd.fabric_pct is None or not peers:
+        return None
+    median = statistics.median(peers)
+    if median < t.straggler_fabric_min_pct:
+        return None  # a quiet network: the ratio of small numbers means nothing
+    if odd.fabric_pct > t.straggler_error_traffic_ratio * median:
+        return None  # errors, but the link keeps up: the fabric_link finding's business
+    return odd, median
+
+
 def _reasons(bits: int) -> str:
     return ", ".join(name for bit, name in THROTTLE_NAMES.items() if bits & bit)
 
@@ -178,17 +211,22 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     link = _slow_link(nodes, t)
     if link is not None:
         found.setdefault(link[0].name, []).append("fabric")
+    erroring = _erroring_port(nodes, t)
+    if erroring is not None:
+        found.setdefault(erroring[0].name, []).append("errors")
     if not found:
         return None
-    # The node with the most evidence; a cause (throttling) before a symptom.
-    order = {"throttled": 0, "busy": 1, "fabric": 2}
+    # The node with the most evidence; a cause (throttling, port errors) before a symptom.
+    order = {"throttled": 0, "busy": 1, "errors": 2, "fabric": 3}
     name = min(found, key=lambda k: (-len(found[k]), min(order[r] for r in found[k])))
     reasons = sorted(found[name], key=order.get)
     odd = next(n for n in nodes if n.name == name)
     peers = [n for n in nodes if n is not odd]
+    peers_fabric = (link[1] if link and "fabric" in reasons
+                    else erroring[1] if erroring and "errors" in reasons else None)
     return _decision(w, t, odd, peers, reasons,
                      throttled[1] if throttled and "throttled" in reasons else None,
-                     link[1] if link and "fabric" in reasons else None)
+                     peers_fabric)
 
 
 def _lost(w: JobWindow, odd: NodeWindow, peers: list[NodeWindow], reasons: list[str],
@@ -224,7 +262,15 @@ def _decision(w: JobWindow, t: Thresholds, odd: NodeWindow, peers: list[NodeWind
     if "busy" in reasons or "throttled" in reasons:
         said.append(f"its GPUs were busy {pct(odd.busy)} ({source}) while the other "
                     f"{plural(len(peers), 'node')} waited in lockstep at {pct(peers_busy)} (median)")
-    if "fabric" in reasons:
+    if "errors" in reasons:
+        counts = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in
+                           sorted(odd.port_errors.items(), key=lambda kv: -kv[1]))
+        peer_errors = max((p.error_total for p in peers), default=0)
+        said.append(f"its fabric ports' error counters rose by {odd.error_total:,} ({counts}) "
+                    f"while no peer's rose by more than {peer_errors:,}, and its links carried "
+                    f"{pct(odd.fabric_pct)} of capacity against {pct(peers_fabric)} on its "
+                    f"peers (median): retransmissions and link recoveries slow it down")
+    elif "fabric" in reasons:
         said.append(f"its fabric links carried {pct(odd.fabric_pct)} of capacity against "
                     f"{pct(peers_fabric)} on its peers (median)")
     explanation = (f"Over the last {duration(w.span_s)}, node {odd.name} stood out from the "
@@ -232,7 +278,7 @@ def _decision(w: JobWindow, t: Thresholds, odd: NodeWindow, peers: list[NodeWind
                    f"A synchronous job runs at its slowest node's pace: about "
                    f"{lost:.1f} GPU-hours were lost to it in this window ({basis}).")
     drain_reason = {"throttled": "GPU throttling", "busy": "slow GPUs",
-                    "fabric": "slow fabric link"}[reasons[0]]
+                    "errors": "erroring fabric port", "fabric": "slow fabric link"}[reasons[0]]
     exclude = f"sbatch --exclude={odd.name} ..."
     drain = (f'scontrol update nodename={odd.name} state=drain '
              f'reason="straggler: {drain_reason} (ClusterUI)"')
@@ -242,7 +288,11 @@ def _decision(w: JobWindow, t: Thresholds, odd: NodeWindow, peers: list[NodeWind
     if "busy" in reasons and "throttled" not in reasons:
         check.append("its GPUs' clocks and health (nvidia-smi -q -d CLOCK,PERFORMANCE: "
                      "application clocks locked low, a degraded GPU)")
-    if "fabric" in reasons:
+    if "errors" in reasons:
+        check.append("its fabric port's cable, transceiver and the switch port at the other "
+                     "end (perfquery, ibqueryerrors: symbol and receive errors; mlxlink: "
+                     "the link's bit error rate)")
+    elif "fabric" in reasons:
         check.append("its fabric port (ibstat: link width and speed; port error counters)")
     suggestion = (f"Resubmit excluding the node ({exclude}) or restart from the last "
                   f"checkpoint without it. Administrators: check {' and '.join(check)}, and "
@@ -262,6 +312,9 @@ def _decision(w: JobWindow, t: Thresholds, odd: NodeWindow, peers: list[NodeWind
         "node_throttled_clock_mhz": r2(odd.throttled_clock_mhz, 0),
         "reference_clock_mhz": r2(ref_clock, 0),
         "node_fabric_pct": r2(odd.fabric_pct),
+        "node_port_errors": dict(sorted(odd.port_errors.items())),
+        "node_port_errors_total": odd.error_total,
+        "peers_port_errors_max": max((p.error_total for p in peers), default=0),
         "peers_fabric_pct": r2(peers_fabric if peers_fabric is not None else _median_fabric(peers)),
         "lost_gpu_hours": r2(lost, 2),
         "lost_basis": basis,
@@ -270,18 +323,20 @@ def _decision(w: JobWindow, t: Thresholds, odd: NodeWindow, peers: list[NodeWind
         "busy_gap_threshold_pct": t.straggler_busy_gap_pct,
         "wait_gap_threshold_pct": t.straggler_wait_gap_pct,
         "fabric_ratio_threshold": t.straggler_fabric_ratio,
+        "port_errors_threshold": t.fabric_errors,
+        "error_traffic_ratio_threshold": t.straggler_error_traffic_ratio,
     }
     if len(peers) + 1 <= PER_NODE_MAX:
         evidence["per_node"] = [
             {"node": n.name, "gpus": len(n.gpus), "busy_pct": r2(n.busy),
              "throttled_share_pct": r2(100 * n.throttled_share),
-             "fabric_pct": r2(n.fabric_pct)}
+             "fabric_pct": r2(n.fabric_pct), "port_errors": n.error_total}
             for n in sorted([odd, *peers], key=lambda n: n.name)]
     severity = severity_from_waste(lost, t)
     if Severity(severity).rank < Severity.WARNING.rank:
         severity = Severity.WARNING  # every step of the whole job waits for one node
     what = {"throttled": "throttled GPUs", "busy": "busy while its peers wait",
-            "fabric": "slow fabric link"}[reasons[0]]
+            "errors": "erroring fabric port", "fabric": "slow fabric link"}[reasons[0]]
     return Decision(
         kind=KIND,
         severity=severity,

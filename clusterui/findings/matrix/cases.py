@@ -9,7 +9,9 @@ at 1 to 60 s. Near-threshold negatives sit a few points on the right side of eac
 with saturated links, 75 % of the cores against 85 %), and busy jobs with heavy NVLink or
 fabric traffic must raise nothing. Multi-node jobs with one slow node (``slow_node``, its
 rank) must raise a straggler finding that names it; lockstep jobs whose nodes run alike, or
-differ by less than the thresholds, must not.
+differ by less than the thresholds, must not. A node whose fabric port counts errors must
+raise the node finding ``fabric_link`` (``node_expected``), and a straggler finding only
+where its traffic falls behind its peers'.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class NodeSignal:
     nvlink: np.ndarray  # NVLink traffic, share of the GPU's capacity
     fabric: np.ndarray  # InfiniBand traffic, share of the port (per node)
     cpu: np.ndarray  # host cores used, share of the cores allocated (per node)
+    # Symbol errors counted by the node's InfiniBand port each second (per node); its
+    # receive errors and link error recoveries follow them (``generate``).
+    port_errors: np.ndarray | None = None
 
 
 # (rng, seconds, GPUs per node, the case, the node's rank in the job) -> the node's signal
@@ -66,6 +71,9 @@ class Case:
     minutes: float | None = None  # shorter than the run: it ends when the others do
     xid_after_s: float | None = None  # an Xid 79 on GPU 0 this long after the start
     slow_node: int | None = None  # the rank of the node that holds the others back
+    # Node findings (no job) that must be raised on the ``slow_node`` (fabric_link for a
+    # port whose errors rise), and none on any other node of the run.
+    node_expected: frozenset[str] = frozenset()
 
     @property
     def negative(self) -> bool:
@@ -83,9 +91,10 @@ def _ripple(seconds: int, amplitude: float) -> np.ndarray:
 
 
 def steady(sm, util=None, *, sd=4.0, nvlink=0.02, fabric=0.01, cpu=0.15, clock=None,
-           throttle=0, per_gpu_sm=None, per_gpu_util=None) -> Signal:
+           throttle=0, per_gpu_sm=None, per_gpu_util=None, port_errors=0.0) -> Signal:
     """GPUs at ``sm`` % SM activity (``util`` % NVML, default a little above it), with noise
-    and a step ripple; links and host CPUs at the given shares."""
+    and a step ripple; links and host CPUs at the given shares; the fabric port counting
+    ``port_errors`` symbol errors a second (Poisson)."""
 
     def make(rng: np.random.Generator, seconds: int, gpus: int, case: Case,
              rank: int = 0) -> NodeSignal:
@@ -109,6 +118,8 @@ def steady(sm, util=None, *, sd=4.0, nvlink=0.02, fabric=0.01, cpu=0.15, clock=N
             nvlink=_noisy(rng, shape, nvlink, 0.03, 0, 1),
             fabric=_noisy(rng, seconds, fabric, 0.03, 0, 1),
             cpu=_noisy(rng, seconds, cpu, 0.02, 0, 1),
+            # Drawn only where there are errors: the other cases keep their noise.
+            port_errors=rng.poisson(port_errors, seconds) if port_errors else None,
         )
 
     return make
@@ -153,6 +164,7 @@ F = frozenset
 LOW, IDLE, COMM, INPUT, THROTTLE, ERRORS, STRAGGLER = (
     "low_utilization", "idle_gpu", "comm_bound", "input_bound", "throttling", "gpu_errors",
     "straggler")
+FABRIC_LINK = "fabric_link"
 
 CASES: tuple[Case, ...] = (
     # Waste, on SM activity (H100) and on NVML utilization (A100, no GPM).
@@ -191,6 +203,12 @@ CASES: tuple[Case, ...] = (
     Case("straggler-slow-link", F({STRAGGLER}),
          one_node(steady(62, fabric=0.08, cpu=0.3), steady(62, fabric=0.45, cpu=0.3)),
          gpus=1, nodes=3, slow_node=2),
+    # A marginal port: 2 symbol errors a second, and retransmissions leave the node 0.71 of
+    # its peers' traffic (above the slow-link ratio, 0.5; below the error one, 0.85).
+    Case("straggler-erroring-port", F({STRAGGLER}),
+         one_node(steady(62, fabric=0.32, cpu=0.3, port_errors=2.0),
+                  steady(62, fabric=0.45, cpu=0.3)),
+         gpus=1, nodes=3, slow_node=1, node_expected=F({FABRIC_LINK})),
     # Negatives.
     Case("healthy", F(), steady(72, 96, sd=8), gpus=4),
     Case("healthy-a100", F(), steady(None, 90), gpu=A100),
@@ -210,4 +228,8 @@ CASES: tuple[Case, ...] = (
     Case("near-slow-link", F(), one_node(steady(62, fabric=0.3, cpu=0.3),
                                          steady(62, fabric=0.45, cpu=0.3)),
          gpus=1, nodes=2, slow_node=1),
+    # Port errors on a node whose link keeps up with its peers': the node finding only.
+    Case("port-errors-keeps-up", F(), one_node(steady(62, fabric=0.45, cpu=0.3, port_errors=2.0),
+                                               steady(62, fabric=0.45, cpu=0.3)),
+         gpus=1, nodes=2, slow_node=0, node_expected=F({FABRIC_LINK})),
 )

@@ -82,9 +82,10 @@ class Server:
         return self._all("findings/", account=account)
 
     def node_findings(self, prefix: str) -> list[dict]:
-        """Findings on nodes with no job (GPU errors no job held) whose node name starts
-        with ``prefix``."""
-        return [f for f in self._all("findings/", kind="gpu_errors")
+        """Findings on nodes with no job (GPU errors no job held, a GPU's health, a fabric
+        link) whose node name starts with ``prefix``."""
+        return [f for kind in ("gpu_errors", "gpu_health", "fabric_link")
+                for f in self._all("findings/", kind=kind)
                 if f["job"] is None and (f["node"] or "").startswith(prefix)]
 
     def wait_ended(self, external_ids: list[str], account: str | None = None,

@@ -7,6 +7,11 @@ A case's signal is made second by second (``cases``); a sample at ``r`` seconds 
 the mean of its interval for activities, rates and power, and the value at its end for
 clocks, clock-event reasons and memory, as NVML and the collector do. The energy counter is
 the running sum of the power. A node flushes a batch every minute of data.
+
+The nodes of multi-node jobs also report their InfiniBand port's health as
+``collectors/fabric.py`` does: link state, width and rate, and the increase of its error
+counters over each sample (symbol errors from the case's signal; a tenth of them dropped as
+receive errors; a link error recovery a minute while it errs). Ethernet rows carry none.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ RUN_S = 40 * 60  # a job's data in the live, backlog and out-of-order shapes
 SPOOL_BEFORE_S = 20 * 60
 SPOOL_GAP_S = 2 * 3600
 SPOOL_AFTER_S = 15 * 60
+NIC_FIELDS = ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"]
+FABRIC_FIELDS = ["link_state", "phys_state", "link_width", "link_gbps", "symbol_error",
+                 "port_rcv_errors", "link_error_recovery"]
+IB_LINK = [4, 5, 4, IB_BYTES_PER_S * 8 / 1e9]  # ACTIVE, LinkUp, 4X, 400 Gb/s
 GPU_FIELDS = ["ts", "gpu", "job", "util_pct", "mem_util_pct", "mem_used_mib", "power_w",
               "temp_c", "sm_clock_mhz", "sm_active_pct", "tensor_active_pct",
               "dram_active_pct", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s",
@@ -122,6 +131,15 @@ def _feed(plan: Plan, job: MatrixJob, node: str, rank: int, rng) -> NodeFeed:
     fabric, cpu = mean(sig.fabric), mean(sig.cpu)
     clock, throttle, joules = at_end(sig.clock), at_end(sig.throttle), at_end(energy)
     mem_used = np.where(at_end(sig.sm) > 5, 0.55 * g.memory_mib, 600.0)
+    port_errors = None
+    if case.nodes > 1:
+        # Cumulative counters at each sample's end, differenced: what the collector sends.
+        sym = np.cumsum(sig.port_errors) if sig.port_errors is not None else np.zeros(seconds)
+        erring = sig.port_errors is not None and sig.port_errors.any()
+        cumulative = np.stack([sym, sym // 10,
+                               np.arange(1, seconds + 1) // 60 if erring else np.zeros(seconds)])
+        at = np.concatenate([np.zeros((3, 1)), at_end(cumulative)], axis=1)
+        port_errors = np.diff(at, axis=1).astype(np.int64)
     cpus = case.gpus * CPUS_PER_GPU
     times = start + ends
     feed = NodeFeed(node, job.external_id, rank)
@@ -154,7 +172,12 @@ def _feed(plan: Plan, job: MatrixJob, node: str, rank: int, rng) -> NodeFeed:
                     round(busy * 0.4, 2) if g.gpm else None, 100_000_000, 120_000_000,
                     nvl, nvl, int(throttle[i, k]), round(float(joules[i, k]), 3)])
             ib = round(float(fabric[k]) * IB_BYTES_PER_S)
-            nic_rows += [[ts, 0, ib, ib], [ts, 1, 1_000_000, 1_000_000]]
+            if port_errors is None:
+                nic_rows += [[ts, 0, ib, ib], [ts, 1, 1_000_000, 1_000_000]]
+            else:
+                errors = [int(v) for v in port_errors[:, k]]
+                nic_rows += [[ts, 0, ib, ib, *IB_LINK, *errors],
+                             [ts, 1, 1_000_000, 1_000_000, *[None] * len(FABRIC_FIELDS)]]
             job_rows.append([ts, job.external_id, round(float(cpu[k]) * cpus, 2), 2 * 10**10])
             k += 1
         if not rows:
@@ -171,8 +194,8 @@ def _feed(plan: Plan, job: MatrixJob, node: str, rank: int, rng) -> NodeFeed:
             "sent_at": float(flush_end), "interval_s": rate, "gpus": gpus, "nics": nics,
             "jobs": [meta],
             "gpu_samples": {"fields": GPU_FIELDS, "rows": rows},
-            "nic_samples": {"fields": ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"],
-                            "rows": nic_rows},
+            "nic_samples": {"fields": NIC_FIELDS + (FABRIC_FIELDS if port_errors is not None
+                                                    else []), "rows": nic_rows},
             "job_samples": {"fields": ["ts", "job", "cpu_cores_used", "host_mem_used_bytes"],
                             "rows": job_rows},
             "events": events,

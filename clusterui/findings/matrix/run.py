@@ -1,7 +1,8 @@
 """Run the matrix against a server and score it: precision and recall per finding kind,
 per sampling rate and per delivery shape; findings on the run's nodes that no job holds;
 findings whose times run backwards; straggler findings that name another node than the one
-the case slowed down."""
+the case slowed down; node findings (a fabric link) missing from the node a case expects
+them on, or raised on any other node."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ class Outcome:
 class MatrixResult:
     plan: Plan
     outcomes: list[Outcome] = field(default_factory=list)
-    node_findings: list[str] = field(default_factory=list)
+    node_findings: list[str] = field(default_factory=list)  # unexpected ones
+    missing_node_findings: list[str] = field(default_factory=list)
+    expected_node_findings: int = 0  # raised where a case expects them
     disordered: list[str] = field(default_factory=list)
     batches: int = 0
     seconds: float = 0.0
@@ -55,7 +58,7 @@ class MatrixResult:
         """Precision and recall at least ``floor`` for every kind in every (shape, rate),
         nothing raised on a negative, no node finding, no finding with its times disordered,
         no straggler finding naming another node than the slowed one."""
-        if self.node_findings or self.disordered:
+        if self.node_findings or self.missing_node_findings or self.disordered:
             return False
         if any(o.names_the_wrong_node for o in self.outcomes):
             return False
@@ -100,8 +103,17 @@ def run(server: Server, plan: Plan, *, timeout: float) -> MatrixResult:
             named.setdefault(f["job"]["external_id"], set()).add(f["node"])
         for problem in _times(f):
             result.disordered.append(f"{f['job']['external_id']} {f['kind']}: {problem}")
-    result.node_findings = [f"{f['node']}: {f['kind']} {f['title']}"
-                            for f in server.node_findings(f"mx-{plan.run}-")]
+    expected_on = {(job.nodes[job.case.slow_node], kind): job for job in plan.jobs
+                   for kind in job.case.node_expected}
+    seen = set()
+    for f in server.node_findings(f"mx-{plan.run}-"):
+        if (f["node"], f["kind"]) in expected_on:
+            seen.add((f["node"], f["kind"]))
+        else:
+            result.node_findings.append(f"{f['node']}: {f['kind']} {f['title']}")
+    result.expected_node_findings = len(seen)
+    result.missing_node_findings = [f"{node}: {kind} ({job.case.name})" for (node, kind), job
+                                    in sorted(expected_on.items()) if (node, kind) not in seen]
     for job in plan.jobs:
         slow = None if job.case.slow_node is None else job.nodes[job.case.slow_node]
         result.outcomes.append(Outcome(job.shape, job.rate, job.case.name, job.case.expected,
@@ -146,8 +158,14 @@ def report(result: MatrixResult) -> str:
                      f"{', '.join(sorted(o.raised)) or 'nothing'}"
                      + (f" (named {', '.join(sorted(o.named))} for slow node {o.slow_node})"
                         if o.names_the_wrong_node else ""))
+    expected_nodes = result.expected_node_findings + len(result.missing_node_findings)
+    if expected_nodes:
+        lines.append(f"{result.expected_node_findings} of {expected_nodes} expected node "
+                     "findings raised on the node expected.")
     for line in result.node_findings:
         lines.append(f"  NODE FINDING (no job) {line}")
+    for line in result.missing_node_findings:
+        lines.append(f"  MISSING NODE FINDING {line}")
     for line in result.disordered:
         lines.append(f"  TIMES OUT OF ORDER {line}")
     return "\n".join(lines)

@@ -142,6 +142,11 @@ LABELS = {
     "traffic_high_share_pct": "Time above threshold",
     "busy_traffic_correlation": "Busy-traffic correlation",
     "clock_pct_of_reference": "Clock, of reference",
+    "node_port_errors": "Its port error counters' rise",
+    "node_port_errors_total": "Its port errors, total",
+    "peers_port_errors_max": "Most port errors on a peer",
+    "port_errors_threshold": "Port errors threshold",
+    "error_traffic_ratio_threshold": "Traffic ratio threshold (erroring port)",
 }
 WORDS = {"pct": "", "util": "utilization", "gpu": "GPU", "gpus": "GPUs", "sm": "SM",
          "nic": "NIC", "nvlink": "NVLink", "cpu": "CPU", "cpus": "CPUs", "mib": "", "mem": "memory",

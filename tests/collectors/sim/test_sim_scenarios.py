@@ -163,6 +163,10 @@ def test_a_straggler_job_has_one_slow_node_and_peers_in_lockstep(scenario):
     if scenario == Scenario.STRAGGLER_SLOW_LINK:
         assert ib[slow] < 0.5 * min(ib[p] for p in peers)
         assert max(sm) - min(sm) < 1  # every node computes alike
+    elif scenario == Scenario.STRAGGLER_ERRORING_PORT:
+        # Retransmissions: below the error-traffic ratio (0.85), above the slow-link one.
+        assert 0.5 * min(ib[p] for p in peers) < ib[slow] < 0.85 * min(ib[p] for p in peers)
+        assert max(sm) - min(sm) < 1
     else:
         assert sm[slow] > max(sm[p] for p in peers) + 20
         assert max(ib) - min(ib) < 0.01
@@ -171,3 +175,36 @@ def test_a_straggler_job_has_one_slow_node_and_peers_in_lockstep(scenario):
         assert len({gpus[p * per_node].util.value(t) for p in peers}) == 1
     throttled = gpus[slow * per_node].throttling
     assert throttled == ("thermal" if scenario == Scenario.STRAGGLER_THROTTLED else "")
+
+
+def test_the_erroring_port_node_counts_errors_in_the_sysfs_files_the_collector_reads(tmp_path):
+    from collectors.fabric import FabricCounters
+    from collectors.sim.node import SimJob, SimNode
+    from tests.collectors.sim.conftest import T0
+
+    seed, names = 11, ("gpu-e001", "gpu-e002", "gpu-e003")
+    job = SimJob(id="900002", scenario=Scenario.STRAGGLER_ERRORING_PORT, user="alice",
+                 uid=61001, account="nlp", partition="gpu", name="llama-ft", start=T0 - 600.0,
+                 end=T0 + 120.0, nodes=names, gpus_per_node=8, cpus_per_node=96, seed=seed)
+    nodes = [SimNode(str(tmp_path / n), n, seed=7 + i) for i, n in enumerate(names)]
+    readers = [FabricCounters(n.sysfs_root) for n in nodes]
+    seen = []
+    for t in (T0, T0 + 60.0, T0 + 180.0):  # the job ends at T0 + 120
+        for rank, node in enumerate(nodes):
+            if t == T0:
+                node.place(job, range(8), node_rank=rank)
+            node.advance(t)
+        seen.append([r.sample() for r in readers])
+    slow = straggler_rank(seed, len(names))
+    # The straggler node's first port, a minute of the fault: 2 symbol errors a second, a
+    # tenth of that dropped as receive errors, one link error recovery a minute.
+    port = seen[1][slow]["mlx5_0:1"]
+    assert (port["symbol_error"], port["port_rcv_errors"], port["link_error_recovery"]) == (
+        120, 12, 1)
+    # After the job ends its counters stop rising; its other ports and the peers stay clean.
+    assert seen[2][slow]["mlx5_0:1"]["symbol_error"] == 120  # T0+60 .. T0+120 only
+    for rank, ports in enumerate(seen[1]):
+        for name, values in ports.items():
+            if (rank, name) != (slow, "mlx5_0:1"):
+                assert values["symbol_error"] == 0 and values["port_rcv_errors"] == 0, (rank,
+                                                                                       name)
