@@ -3,7 +3,7 @@ slapd.py): users and groups from the directory, staff from LDAP_STAFF_GROUP at e
 sign-in, the login mapped to the scheduler's user name, axes counting wrong passwords, and
 local accounts working whether or not the directory answers."""
 
-import ldap3
+import ldap as python_ldap
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -47,10 +47,13 @@ def signed_in(response) -> bool:
 
 
 def set_staff_members(uri, members):
-    with ldap3.Connection(uri, fixture.ROOT_DN, fixture.ROOT_PASSWORD, auto_bind=True) as c:
-        c.modify(f"cn=hpc-admins,{fixture.GROUPS}",
-                 {"memberUid": [(ldap3.MODIFY_REPLACE, members)]})
-        assert c.result["result"] == 0, c.result
+    conn = python_ldap.initialize(uri)
+    try:
+        conn.simple_bind_s(fixture.ROOT_DN, fixture.ROOT_PASSWORD)
+        conn.modify_s(f"cn=hpc-admins,{fixture.GROUPS}",
+                      [(python_ldap.MOD_REPLACE, "memberUid", [m.encode() for m in members])])
+    finally:
+        conn.unbind_s()
 
 
 def test_a_directory_user_signs_in_and_sees_exactly_their_own_jobs(client, ldap):
@@ -148,3 +151,18 @@ def test_directory_down_local_accounts_sign_in_and_directory_users_are_told(
     assert response.status_code == 200
     assert DIRECTORY_DOWN in response.content.decode()
     assert signed_in(attempt(client, "dave", "local-password-1"))
+
+
+def test_a_staff_group_given_by_its_dn(client, settings, slapd, tmp_path, broker):
+    configure(settings, slapd, tmp_path, LDAP_STAFF_GROUP=f"cn=hpc-admins,{fixture.GROUPS}")
+    assert signed_in(attempt(client, "bob", PASSWORDS["bob"]))
+    assert get_user_model().objects.get(username="bob").is_staff
+    client.logout()
+    assert signed_in(attempt(client, "alice", PASSWORDS["alice"]))
+    assert not get_user_model().objects.get(username="alice").is_staff
+
+
+def test_filter_characters_in_a_login_are_only_a_wrong_login(client, ldap):
+    for login in ("alice)(uid=*", "al%ice", "alice*", "\\2a"):
+        response = attempt(client, login, PASSWORDS["alice"])
+        assert response.status_code == 200 and WRONG in response.content.decode(), login
