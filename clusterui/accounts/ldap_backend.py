@@ -92,7 +92,9 @@ class LDAPBackend(auth_ldap.LDAPBackend):
             user = super().authenticate_ldap_user(ldap_user, password)
             if user is None:
                 return None
-            scheduler_user = _scheduler_user(config, ldap_user, user.ldap_username)
+            # {login}: the ClusterUI user name, which django-auth-ldap lower-cases, so the
+            # same person gets the same scheduler name however they typed it.
+            scheduler_user = _scheduler_user(config, ldap_user, user.get_username())
             if scheduler_user is None:
                 transaction.set_rollback(True)
                 return None

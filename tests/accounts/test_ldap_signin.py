@@ -166,3 +166,13 @@ def test_filter_characters_in_a_login_are_only_a_wrong_login(client, ldap):
     for login in ("alice)(uid=*", "al%ice", "alice*", "\\2a"):
         response = attempt(client, login, PASSWORDS["alice"])
         assert response.status_code == 200 and WRONG in response.content.decode(), login
+
+
+def test_the_login_in_another_case_is_the_same_user_and_scheduler_user(client, ldap):
+    mine = rows.job("alice")
+    assert signed_in(attempt(client, "Alice", PASSWORDS["alice"]))
+    client.logout()
+    assert signed_in(attempt(client, "alice", PASSWORDS["alice"]))
+    alice = get_user_model().objects.get(username__iexact="alice")
+    assert (alice.username, alice.directory_account.scheduler_user) == ("alice", "alice")
+    assert list(Job.objects.visible_to(alice)) == [mine]
