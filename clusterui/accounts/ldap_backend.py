@@ -21,6 +21,7 @@ instead of "wrong password".
 
 import logging
 
+import ldap
 from django.conf import settings
 from django.db import transaction
 from django.dispatch import receiver
@@ -33,29 +34,28 @@ from clusterui.accounts.models import DirectoryAccount
 log = logging.getLogger(__name__)
 
 
-def _first(values) -> str:
-    return str(values[0]) if values else ""
+class _Attributes(dict):
+    """The entry's attributes (first values) by lower-case name: attribute names are
+    case-insensitive, so ``{uid}`` finds ``UID``."""
+
+    def __init__(self, attrs, **extra):
+        super().__init__({k.lower(): str(v[0]) if v else "" for k, v in (attrs or {}).items()},
+                         **extra)
+
+    def __missing__(self, key):
+        if key != key.lower():
+            return self[key.lower()]
+        raise KeyError(key)
 
 
 def _scheduler_user(config: dict, ldap_user, login: str) -> str | None:
-    values = {k: _first(v) for k, v in (ldap_user.attrs or {}).items()}
-    values.update({k.lower(): v for k, v in values.items()})
     try:
         name = config["SCHEDULER_USER"].format_map(
-            _Attributes({**values, "login": login, "dn": ldap_user.dn}))
+            _Attributes(ldap_user.attrs, login=login, dn=ldap_user.dn))
     except KeyError as exc:
         log.error("LDAP: %s has no attribute %s for LDAP_SCHEDULER_USER", ldap_user.dn, exc)
         return None
     return name.strip() or None
-
-
-class _Attributes(dict):
-    """Directory attribute names are case-insensitive: ``{uid}`` finds ``UID``."""
-
-    def __missing__(self, key):
-        if key.lower() in self:
-            return self[key.lower()]
-        raise KeyError(key)
 
 
 def _not_the_directorys(User, username: str) -> bool:
@@ -67,6 +67,9 @@ def _not_the_directorys(User, username: str) -> bool:
 
 
 class LDAPBackend(auth_ldap.LDAPBackend):
+    login = ""  # the login being checked, and its request: set by authenticate
+    request = None
+
     @property
     def default_settings(self):
         # Read at each sign-in (Django builds a backend per attempt), so the settings are
@@ -78,6 +81,8 @@ class LDAPBackend(auth_ldap.LDAPBackend):
             return None
         if _not_the_directorys(self.get_user_model(), username.strip()):
             return None
+        self.login = username.strip()  # {login} in LDAP_GROUP_FILTER (ldap_groups.py)
+        self.request = request
         return super().authenticate(request, username=username, password=password, **kwargs)
 
     def get_or_build_user(self, username, ldap_user):
@@ -87,6 +92,8 @@ class LDAPBackend(auth_ldap.LDAPBackend):
         return user, built
 
     def authenticate_ldap_user(self, ldap_user, password):
+        # One transaction: a user is never left without the DirectoryAccount that marks it
+        # as the directory's (without one it would count as a local account).
         config = settings.LDAP
         with transaction.atomic():
             user = super().authenticate_ldap_user(ldap_user, password)
@@ -99,7 +106,13 @@ class LDAPBackend(auth_ldap.LDAPBackend):
                 transaction.set_rollback(True)
                 return None
             prefix = config["ACCOUNT_LEADER_GROUP_PREFIX"]
-            led = sorted(g[len(prefix):] for g in (ldap_user.group_names if prefix else ())
+            try:
+                groups = ldap_user.group_names if prefix else set()
+            except ldap.LDAPError as exc:
+                transaction.set_rollback(True)
+                _directory_unavailable(type(self), "authenticate", user, self.request, exc)
+                return None
+            led = sorted(g[len(prefix):] for g in groups
                          if g.startswith(prefix) and len(g) > len(prefix))
             DirectoryAccount.objects.update_or_create(
                 user=user, defaults={"source": AccountSource.LDAP, "dn": ldap_user.dn,

@@ -15,8 +15,9 @@ class FilterGroupType(LDAPGroupType):
         self.filter_template = filter_template
 
     def user_groups(self, ldap_user, group_search):
-        # The login as typed: _LDAPUser keeps it as _username (django_auth_ldap/backend.py,
-        # django-auth-ldap 5.4.0), with no public name before the Django user is built.
+        # The login as typed, which django-auth-ldap's _LDAPUser keeps only privately: our
+        # backend (a new instance per sign-in, as Django builds them) holds it
+        # (clusterui/accounts/ldap_backend.py, LDAPBackend.authenticate).
+        login = ldap_user.backend.login
         search = group_search.search_with_additional_term_string(self.filter_template)
-        return search.execute(ldap_user.connection,
-                              {"login": ldap_user._username, "dn": ldap_user.dn})
+        return search.execute(ldap_user.connection, {"login": login, "dn": ldap_user.dn})

@@ -176,3 +176,23 @@ def test_the_login_in_another_case_is_the_same_user_and_scheduler_user(client, l
     alice = get_user_model().objects.get(username__iexact="alice")
     assert (alice.username, alice.directory_account.scheduler_user) == ("alice", "alice")
     assert list(Job.objects.visible_to(alice)) == [mine]
+
+
+def test_an_entry_without_the_scheduler_users_attribute_cannot_sign_in(
+        client, settings, slapd, tmp_path, broker):
+    # The fixture's people have no employeeNumber: no scheduler name, so no user at all.
+    configure(settings, slapd, tmp_path, LDAP_SCHEDULER_USER="{employeeNumber}")
+    response = attempt(client, "alice", PASSWORDS["alice"])
+    assert response.status_code == 200 and "_auth_user_id" not in client.session
+    assert not get_user_model().objects.filter(username="alice").exists()
+
+
+def test_a_failing_group_search_fails_the_sign_in_and_creates_no_user(
+        client, settings, slapd, tmp_path, broker):
+    # A group base that does not exist: slapd answers noSuchObject to the group search.
+    configure(settings, slapd, tmp_path, LDAP_STAFF_GROUP="",
+              LDAP_GROUP_SEARCH_BASE=f"ou=nowhere,{fixture.SUFFIX}",
+              LDAP_ACCOUNT_LEADER_GROUP_PREFIX="lead-")
+    response = attempt(client, "carol", PASSWORDS["carol"])
+    assert response.status_code == 200 and DIRECTORY_DOWN in response.content.decode()
+    assert not get_user_model().objects.filter(username="carol").exists()
