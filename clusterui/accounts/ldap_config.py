@@ -46,10 +46,22 @@ def ldap_config(environ=None) -> dict | None:
         raise ImproperlyConfigured(
             f"LDAP_SERVER_URI must be ldap://host[:port] or ldaps://host[:port], got {uri!r}")
     search_base = env_str("LDAP_USER_SEARCH_BASE", "", environ=environ).strip()
-    if not search_base:
+    dn_template = env_str("LDAP_USER_DN_TEMPLATE", "", environ=environ).strip()
+    if dn_template:
+        if search_base:
+            raise ImproperlyConfigured(
+                "LDAP_USER_DN_TEMPLATE and LDAP_USER_SEARCH_BASE are two ways to find the "
+                "user's entry: set one of them")
+        if (placeholders("LDAP_USER_DN_TEMPLATE", dn_template) != ["login"]
+                or not dn.is_dn(dn_template.format(login="x"))):
+            raise ImproperlyConfigured(
+                f"LDAP_USER_DN_TEMPLATE must be a DN holding {{login}} once, e.g. "
+                f"uid={{login}},ou=people,dc=example,dc=org, got {dn_template!r}")
+    elif not search_base:
         raise ImproperlyConfigured(
             "LDAP_USER_SEARCH_BASE is required when LDAP_SERVER_URI is set: the subtree "
-            "holding the users, e.g. ou=people,dc=example,dc=org")
+            "holding the users, e.g. ou=people,dc=example,dc=org (or LDAP_USER_DN_TEMPLATE, "
+            "e.g. uid={login},ou=people,dc=example,dc=org, to bind without a search)")
     user_filter = env_str("LDAP_USER_FILTER", "(uid={login})", environ=environ).strip()
     if placeholders("LDAP_USER_FILTER", user_filter) != ["login"]:
         raise ImproperlyConfigured(
@@ -102,6 +114,8 @@ def ldap_config(environ=None) -> dict | None:
         "BIND_DN": bind_dn,
         "BIND_PASSWORD": bind_password,
         "USER_SEARCH_BASE": search_base,
+        # Instead of the search: the user's DN from the login, bound as directly.
+        "USER_DN_TEMPLATE": dn_template,
         "USER_FILTER": user_filter,
         "GROUP_SEARCH_BASE": group_base,
         "GROUP_FILTER": group_filter,
@@ -147,15 +161,21 @@ def auth_ldap_settings(config: dict) -> dict:
         "START_TLS": config["START_TLS"],
         "CONNECTION_OPTIONS": options,
         "BIND_DN": config["BIND_DN"],
-        "BIND_PASSWORD": config["BIND_PASSWORD"],
-        "USER_SEARCH": LDAPSearch(config["USER_SEARCH_BASE"], ldap.SCOPE_SUBTREE,
-                                  _percent_template(config["USER_FILTER"], login="user"),
-                                  attributes),
+        "BIND_PASSWORD": config["BIND_PASSWORD"] if config["BIND_DN"] else "",
         "USER_ATTR_MAP": dict(USER_ATTRIBUTES),
         "ALWAYS_UPDATE_USER": True,
         "PERMIT_EMPTY_PASSWORD": False,
         "CACHE_TIMEOUT": 0,
     }
+    if config["USER_DN_TEMPLATE"]:
+        values["USER_DN_TEMPLATE"] = _percent_template(config["USER_DN_TEMPLATE"], login="user")
+        # Read the user's attributes and groups as the user, without a service account.
+        values["BIND_AS_AUTHENTICATING_USER"] = not config["BIND_DN"]
+        values["USER_ATTRLIST"] = attributes
+    else:
+        values["USER_SEARCH"] = LDAPSearch(
+            config["USER_SEARCH_BASE"], ldap.SCOPE_SUBTREE,
+            _percent_template(config["USER_FILTER"], login="user"), attributes)
     if config["GROUP_SEARCH_BASE"]:
         values["GROUP_SEARCH"] = LDAPSearch(config["GROUP_SEARCH_BASE"], ldap.SCOPE_SUBTREE,
                                             "(objectClass=*)", ["cn"])

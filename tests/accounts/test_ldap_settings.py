@@ -64,8 +64,16 @@ def test_a_mistake_is_named(environ, message):
      "LDAP_STAFF_GROUP must be a group's cn (e.g. hpc-admins) or its full DN"),
     ({**BASE, "LDAP_CA_FILE": "/nonexistent/ca.pem"},
      "LDAP_CA_FILE: cannot read '/nonexistent/ca.pem'"),
+    ({**BASE, "LDAP_USER_DN_TEMPLATE": "uid={login},ou=people,dc=example,dc=org"},
+     "LDAP_USER_DN_TEMPLATE and LDAP_USER_SEARCH_BASE are two ways to find the user's "
+     "entry: set one of them"),
+    ({"LDAP_SERVER_URI": "ldap://ldap.example.org", "LDAP_USER_DN_TEMPLATE": "uid=alice"},
+     "LDAP_USER_DN_TEMPLATE must be a DN holding {login} once, e.g. "
+     "uid={login},ou=people,dc=example,dc=org, got 'uid=alice'"),
+    ({"LDAP_SERVER_URI": "ldap://ldap.example.org", "LDAP_USER_DN_TEMPLATE": "{login}"},
+     "LDAP_USER_DN_TEMPLATE must be a DN holding {login} once"),
 ])
-def test_a_mistake_in_a_group_or_certificate_setting_is_named(environ, message):
+def test_a_mistake_in_a_newer_setting_is_named(environ, message):
     with pytest.raises(ImproperlyConfigured) as raised:
         ldap_config(environ)
     assert str(raised.value).startswith(message)

@@ -196,3 +196,19 @@ def test_a_failing_group_search_fails_the_sign_in_and_creates_no_user(
     response = attempt(client, "carol", PASSWORDS["carol"])
     assert response.status_code == 200 and DIRECTORY_DOWN in response.content.decode()
     assert not get_user_model().objects.filter(username="carol").exists()
+
+
+def test_a_dn_template_binds_as_the_user_without_a_service_account(
+        client, settings, slapd, tmp_path, broker):
+    configure(settings, slapd, tmp_path, LDAP_USER_SEARCH_BASE="", LDAP_BIND_DN="",
+              LDAP_USER_DN_TEMPLATE=f"uid={{login}},{fixture.PEOPLE}")
+    assert signed_in(attempt(client, "bob", PASSWORDS["bob"]))
+    bob = get_user_model().objects.get(username="bob")
+    # Names and groups read as bob himself: the fixture lets only bound users read.
+    assert (bob.first_name, bob.email, bob.is_staff) == ("Bob", "bob@example.org", True)
+    assert bob.directory_account.dn == f"uid=bob,{fixture.PEOPLE}"
+    client.logout()
+    response = attempt(client, "alice", PASSWORDS["bob"])
+    assert response.status_code == 200 and WRONG in response.content.decode()
+    response = attempt(client, "mallory", "whatever-1")
+    assert response.status_code == 200 and WRONG in response.content.decode()
