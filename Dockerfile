@@ -7,13 +7,24 @@ RUN useradd --create-home --uid 10001 clusterui
 WORKDIR /app
 
 # The dependencies first, from pyproject.toml alone: a change to the code reuses this layer
-# instead of reinstalling every package.
+# instead of reinstalling every package. python-ldap (django-auth-ldap: LDAP sign-in) has
+# no wheels and is compiled here against OpenLDAP's and Cyrus SASL's headers with gcc; this
+# image's Python brings its own headers (/usr/local/include), so Debian's python3-dev is not
+# wanted. The compiler and headers go again in the same layer; the libraries python-ldap
+# loads (libldap-2.5-0, libsasl2-2) stay.
 COPY pyproject.toml ./
-RUN pip install --upgrade pip && python - <<'PY' > /tmp/requirements.txt && pip install -r /tmp/requirements.txt
+RUN python - <<'PY' > /tmp/requirements.txt
 import tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 print("\n".join(project["dependencies"] + project["optional-dependencies"]["server"]))
 PY
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev libldap2-dev libsasl2-dev \
+ && pip install --upgrade pip && pip install -r /tmp/requirements.txt \
+ && apt-mark manual libldap-2.5-0 libsasl2-2 \
+ && apt-get purge -y --auto-remove gcc libc6-dev libldap2-dev libsasl2-dev \
+ && rm -rf /var/lib/apt/lists/* \
+ && python -c "import ldap, django_auth_ldap.backend"
 
 COPY README.md manage.py ./
 COPY clusterui ./clusterui

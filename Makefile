@@ -7,7 +7,9 @@ STACK  := $(PY) scripts/devstack.py
 .PHONY: demo test bench lint venv clean dist
 
 # The virtualenv is rebuilt when the pinned dependencies change.
+# python-ldap (LDAP sign-in) is compiled: its system headers first, installed when missing.
 $(VENV)/.installed: pyproject.toml
+	$(PYTHON) scripts/devstack.py ldap-build-deps
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[server,test]'

@@ -157,6 +157,7 @@ AUTHENTICATION_BACKENDS = [
 ]
 # --- LDAP sign-in (clusterui/accounts/ldap_config.py; docs/operations.md "LDAP sign-in") ---
 # Off unless LDAP_SERVER_URI is set; local accounts (ModelBackend, first) keep working.
+# django-auth-ldap's backend takes its AUTH_LDAP_* settings from LDAP (auth_ldap_settings).
 LDAP = ldap_config()
 if LDAP:
     AUTHENTICATION_BACKENDS.append("clusterui.accounts.ldap_backend.LDAPBackend")

@@ -416,6 +416,28 @@ def ensure_slapd(args=None) -> None:
     _apt_install("slapd", SLAPD, "the LDAP sign-in tests")
 
 
+def ensure_ldap_build_deps(args=None) -> None:
+    """python-ldap (for django-auth-ldap, the LDAP sign-in) has no wheels: pip compiles it
+    against OpenLDAP's and Cyrus SASL's headers and the headers of the Python that builds
+    the venv (this one: ``make venv`` runs this script with $(PYTHON)), with a C compiler.
+    Install the missing ones; does nothing when they are there."""
+    import sysconfig
+
+    why = "building python-ldap (LDAP sign-in)"
+    _apt_install("gcc", shutil.which("cc") or "/usr/bin/gcc", why)
+    _apt_install("libc6-dev", "/usr/include/stdio.h", why)
+    _apt_install("libldap2-dev", "/usr/include/ldap.h", why)
+    _apt_install("libsasl2-dev", "/usr/include/sasl/sasl.h", why)
+    python_h = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+    if os.path.exists(python_h):
+        return
+    if not os.path.realpath(sys.executable).startswith("/usr/bin/"):
+        sys.exit(f"[clusterui] {why} needs {sys.executable}'s headers ({python_h}), which are "
+                 "not Debian's to install: use a Python built with its headers.")
+    # Debian's headers for exactly this Python (python3-dev is only the default version's).
+    _apt_install(f"python3.{sys.version_info.minor}-dev", python_h, why)
+
+
 def ensure_systemd_analyze(args=None) -> None:
     """The packaging tests check the collector's systemd unit with systemd-analyze."""
     _apt_install("systemd", SYSTEMD_ANALYZE, "the systemd unit's tests")
@@ -477,6 +499,9 @@ def main() -> None:
     pr.set_defaults(func=ensure_prometheus)
     sl = sub.add_parser("slapd", help="install slapd for the LDAP sign-in tests if missing")
     sl.set_defaults(func=ensure_slapd)
+    lb = sub.add_parser("ldap-build-deps",
+                        help="install what building python-ldap needs if missing (make venv)")
+    lb.set_defaults(func=ensure_ldap_build_deps)
     sa = sub.add_parser("systemd-analyze",
                         help="install systemd-analyze for the systemd unit's tests if missing")
     sa.set_defaults(func=ensure_systemd_analyze)

@@ -1,10 +1,11 @@
 """LDAP sign-in's settings: off unless LDAP_SERVER_URI is set, and a precise message for
 each mistake (clusterui/accounts/ldap_config.py)."""
 
+import ldap as python_ldap
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from clusterui.accounts.ldap_config import ldap_config
+from clusterui.accounts.ldap_config import auth_ldap_settings, ldap_config
 
 BASE = {"LDAP_SERVER_URI": "ldap://ldap.example.org",
         "LDAP_USER_SEARCH_BASE": "ou=people,dc=example,dc=org"}
@@ -55,3 +56,47 @@ def test_a_mistake_is_named(environ, message):
     with pytest.raises(ImproperlyConfigured) as raised:
         ldap_config(environ)
     assert str(raised.value).startswith(message)
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({**BASE, "LDAP_GROUP_SEARCH_BASE": "ou=groups,dc=example,dc=org",
+      "LDAP_STAFF_GROUP": "cn=hpc-admins,broken"},
+     "LDAP_STAFF_GROUP must be a group's cn (e.g. hpc-admins) or its full DN"),
+    ({**BASE, "LDAP_CA_FILE": "/nonexistent/ca.pem"},
+     "LDAP_CA_FILE: cannot read '/nonexistent/ca.pem'"),
+    ({**BASE, "LDAP_USER_DN_TEMPLATE": "uid={login},ou=people,dc=example,dc=org"},
+     "LDAP_USER_DN_TEMPLATE and LDAP_USER_SEARCH_BASE are two ways to find the user's "
+     "entry: set one of them"),
+    ({"LDAP_SERVER_URI": "ldap://ldap.example.org", "LDAP_USER_DN_TEMPLATE": "uid=alice"},
+     "LDAP_USER_DN_TEMPLATE must be a DN holding {login} once, e.g. "
+     "uid={login},ou=people,dc=example,dc=org, got 'uid=alice'"),
+    ({"LDAP_SERVER_URI": "ldap://ldap.example.org", "LDAP_USER_DN_TEMPLATE": "{login}"},
+     "LDAP_USER_DN_TEMPLATE must be a DN holding {login} once"),
+])
+def test_a_mistake_in_a_newer_setting_is_named(environ, message):
+    with pytest.raises(ImproperlyConfigured) as raised:
+        ldap_config(environ)
+    assert str(raised.value).startswith(message)
+
+
+def test_starttls_always_verifies_the_servers_certificate_against_the_ca_file(tmp_path):
+    # django-auth-ldap's AUTH_LDAP_CONNECTION_OPTIONS are python-ldap's set_option calls.
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    settings = auth_ldap_settings(ldap_config({**BASE, "LDAP_START_TLS": "1",
+                                               "LDAP_CA_FILE": str(ca)}))
+    assert settings["START_TLS"] is True
+    options = settings["CONNECTION_OPTIONS"]
+    assert options[python_ldap.OPT_X_TLS_REQUIRE_CERT] == python_ldap.OPT_X_TLS_DEMAND
+    assert options[python_ldap.OPT_X_TLS_CACERTFILE] == str(ca)
+    # NEWCTX applies the TLS options set before it, so it must come last.
+    assert list(options)[-1] == python_ldap.OPT_X_TLS_NEWCTX
+    plain = auth_ldap_settings(ldap_config(BASE))["CONNECTION_OPTIONS"]
+    assert python_ldap.OPT_X_TLS_REQUIRE_CERT not in plain
+
+
+def test_a_staff_group_by_name_lies_under_the_group_base():
+    config = ldap_config({**BASE, "LDAP_GROUP_SEARCH_BASE": "ou=groups,dc=example,dc=org",
+                          "LDAP_STAFF_GROUP": "hpc admins+"})
+    assert auth_ldap_settings(config)["USER_FLAGS_BY_GROUP"] == {
+        "is_staff": r"cn=hpc admins\+,ou=groups,dc=example,dc=org"}

@@ -3,7 +3,7 @@ slapd.py): users and groups from the directory, staff from LDAP_STAFF_GROUP at e
 sign-in, the login mapped to the scheduler's user name, axes counting wrong passwords, and
 local accounts working whether or not the directory answers."""
 
-import ldap3
+import ldap as python_ldap
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -47,10 +47,13 @@ def signed_in(response) -> bool:
 
 
 def set_staff_members(uri, members):
-    with ldap3.Connection(uri, fixture.ROOT_DN, fixture.ROOT_PASSWORD, auto_bind=True) as c:
-        c.modify(f"cn=hpc-admins,{fixture.GROUPS}",
-                 {"memberUid": [(ldap3.MODIFY_REPLACE, members)]})
-        assert c.result["result"] == 0, c.result
+    conn = python_ldap.initialize(uri)
+    try:
+        conn.simple_bind_s(fixture.ROOT_DN, fixture.ROOT_PASSWORD)
+        conn.modify_s(f"cn=hpc-admins,{fixture.GROUPS}",
+                      [(python_ldap.MOD_REPLACE, "memberUid", [m.encode() for m in members])])
+    finally:
+        conn.unbind_s()
 
 
 def test_a_directory_user_signs_in_and_sees_exactly_their_own_jobs(client, ldap):
@@ -148,3 +151,64 @@ def test_directory_down_local_accounts_sign_in_and_directory_users_are_told(
     assert response.status_code == 200
     assert DIRECTORY_DOWN in response.content.decode()
     assert signed_in(attempt(client, "dave", "local-password-1"))
+
+
+def test_a_staff_group_given_by_its_dn(client, settings, slapd, tmp_path, broker):
+    configure(settings, slapd, tmp_path, LDAP_STAFF_GROUP=f"cn=hpc-admins,{fixture.GROUPS}")
+    assert signed_in(attempt(client, "bob", PASSWORDS["bob"]))
+    assert get_user_model().objects.get(username="bob").is_staff
+    client.logout()
+    assert signed_in(attempt(client, "alice", PASSWORDS["alice"]))
+    assert not get_user_model().objects.get(username="alice").is_staff
+
+
+def test_filter_characters_in_a_login_are_only_a_wrong_login(client, ldap):
+    for login in ("alice)(uid=*", "al%ice", "alice*", "\\2a"):
+        response = attempt(client, login, PASSWORDS["alice"])
+        assert response.status_code == 200 and WRONG in response.content.decode(), login
+
+
+def test_the_login_in_another_case_is_the_same_user_and_scheduler_user(client, ldap):
+    mine = rows.job("alice")
+    assert signed_in(attempt(client, "Alice", PASSWORDS["alice"]))
+    client.logout()
+    assert signed_in(attempt(client, "alice", PASSWORDS["alice"]))
+    alice = get_user_model().objects.get(username__iexact="alice")
+    assert (alice.username, alice.directory_account.scheduler_user) == ("alice", "alice")
+    assert list(Job.objects.visible_to(alice)) == [mine]
+
+
+def test_an_entry_without_the_scheduler_users_attribute_cannot_sign_in(
+        client, settings, slapd, tmp_path, broker):
+    # The fixture's people have no employeeNumber: no scheduler name, so no user at all.
+    configure(settings, slapd, tmp_path, LDAP_SCHEDULER_USER="{employeeNumber}")
+    response = attempt(client, "alice", PASSWORDS["alice"])
+    assert response.status_code == 200 and "_auth_user_id" not in client.session
+    assert not get_user_model().objects.filter(username="alice").exists()
+
+
+def test_a_failing_group_search_fails_the_sign_in_and_creates_no_user(
+        client, settings, slapd, tmp_path, broker):
+    # A group base that does not exist: slapd answers noSuchObject to the group search.
+    configure(settings, slapd, tmp_path, LDAP_STAFF_GROUP="",
+              LDAP_GROUP_SEARCH_BASE=f"ou=nowhere,{fixture.SUFFIX}",
+              LDAP_ACCOUNT_LEADER_GROUP_PREFIX="lead-")
+    response = attempt(client, "carol", PASSWORDS["carol"])
+    assert response.status_code == 200 and DIRECTORY_DOWN in response.content.decode()
+    assert not get_user_model().objects.filter(username="carol").exists()
+
+
+def test_a_dn_template_binds_as_the_user_without_a_service_account(
+        client, settings, slapd, tmp_path, broker):
+    configure(settings, slapd, tmp_path, LDAP_USER_SEARCH_BASE="", LDAP_BIND_DN="",
+              LDAP_USER_DN_TEMPLATE=f"uid={{login}},{fixture.PEOPLE}")
+    assert signed_in(attempt(client, "bob", PASSWORDS["bob"]))
+    bob = get_user_model().objects.get(username="bob")
+    # Names and groups read as bob himself: the fixture lets only bound users read.
+    assert (bob.first_name, bob.email, bob.is_staff) == ("Bob", "bob@example.org", True)
+    assert bob.directory_account.dn == f"uid=bob,{fixture.PEOPLE}"
+    client.logout()
+    response = attempt(client, "alice", PASSWORDS["bob"])
+    assert response.status_code == 200 and WRONG in response.content.decode()
+    response = attempt(client, "mallory", "whatever-1")
+    assert response.status_code == 200 and WRONG in response.content.decode()
