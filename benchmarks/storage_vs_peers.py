@@ -73,6 +73,60 @@ def table_sizes(url: str) -> dict[str, int]:
         return {name: size for name, size, _ in conn.execute(_SIZES_SQL).fetchall()}
 
 
+def live_sizes(url: str, tables) -> dict[str, int]:
+    """Each table's live rows (pg_column_size of every row, its blob included) plus its
+    indexes: what a table rewritten in place (a day's 1-hour blob, once per packed hour)
+    keeps once the vacuum task has made its dead versions reusable."""
+    import psycopg
+
+    out = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table in tables:
+            rows = conn.execute(
+                f"SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM {table} r").fetchone()[0]
+            index = conn.execute(
+                "SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) FROM pg_index i "
+                "JOIN pg_inherits h ON h.inhrelid = i.indrelid "
+                f"WHERE h.inhparent = '{table}'::regclass").fetchone()[0]
+            out[table] = int(rows) + int(index)
+    return out
+
+
+def steady_state(sizes: dict[str, int], live: dict[str, int], samples: int, hours: float,
+                 settings) -> list[tuple[str, float, float]]:
+    """(table, bytes per GPU sample measured, days kept) for every table, at the default
+    retentions as ``clusterui.telemetry.tasks.maintain_partitions`` drops partitions: a
+    table kept D days costs its bytes per sample x D / RAW_RETENTION_DAYS per sample the
+    raw tier keeps. A table whose size does not grow with time (the latest values, the
+    hot table emptied by compaction, the due marks) costs its size once over the raw
+    retention's samples."""
+    from clusterui.telemetry.metrics import (
+        GPU_CHUNK_TABLE,
+        GPU_ROLLUP_TABLES,
+        JOB_ROLLUP_TABLES,
+        NIC_ROLLUP_TABLES,
+        NODE_ROLLUP_TABLES,
+    )
+
+    raw = settings.RAW_RETENTION_DAYS
+    keep = {GPU_CHUNK_TABLE: raw}
+    for width, days in ((60, settings.ROLLUP_1M_RETENTION_DAYS),
+                        (300, settings.ROLLUP_5M_RETENTION_DAYS),
+                        (3600, settings.ROLLUP_1H_RETENTION_DAYS)):
+        for tables in (GPU_ROLLUP_TABLES, JOB_ROLLUP_TABLES, NIC_ROLLUP_TABLES,
+                       NODE_ROLLUP_TABLES):
+            if width in tables:
+                keep[tables[width]] = days
+    out = []
+    for table, size in sizes.items():
+        size = live.get(table, size)
+        if table in keep:
+            out.append((table, size / samples, keep[table]))
+        else:  # fixed size: spread over the raw retention's samples (days = hours / 24)
+            out.append((table, size / samples, hours / 24))
+    return sorted(out, key=lambda t: -t[1] * t[2])
+
+
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -272,13 +326,30 @@ def main() -> int:
     totals = [sum(s.values()) / per for s in (after_ingest, after_compaction, after_vacuum)]
     print(f"  {'all telemetry tables':28} {totals[0]:13.2f} {totals[1]:10.2f} {totals[2]:14.2f}")
 
+    from clusterui.telemetry.metrics import GPU_ROLLUP_TABLES
+
+    live = live_sizes(url, [GPU_ROLLUP_TABLES[3600]])
+    steady = steady_state(after_vacuum, live, per, args.hours, settings)
+    raw_days = settings.RAW_RETENTION_DAYS
+    steady_total = sum(p * d / raw_days for _, p, d in steady)
+    print()
+    print(f"ClusterUI at steady state, the default retentions (per GPU sample of the {raw_days} "
+          "days the raw tier keeps: bytes per sample x days kept / raw days; the 1-hour day "
+          "blobs at their live size)")
+    for table, p, d in steady:
+        if p * d / raw_days >= 0.005:
+            print(f"  {table:28} {p * d / raw_days:8.2f}  ({p:.2f} B x {d:g} d / {raw_days} d)")
+    print(f"  {'all telemetry tables':28} {steady_total:8.2f}")
+
     read = exposition.summary(checks) if clusterui_ok else "FAILED (see below)"
     rows = [(f"ClusterUI packed tier ({GPU_CHUNK_TABLE})",
              after_vacuum.get(GPU_CHUNK_TABLE, 0), read),
             ("ClusterUI all telemetry tables, after the vacuum task",
              sum(after_vacuum.values()), "(the packed tier's samples, + rollups)"),
             ("ClusterUI all telemetry tables, compacted, not vacuumed",
-             sum(after_compaction.values()), "(the same, before the vacuum task)")]
+             sum(after_compaction.values()), "(the same, before the vacuum task)"),
+            ("ClusterUI all tables, steady state at default retentions",
+             steady_total * per, "(above: rollups kept longer than the raw tier count more)")]
     rows += [(p["label"], p["bytes"], p["check"]) for p in peers if "bytes" in p]
     print()
     print(f"storage side by side, the same {w.samples:,} GPU samples "
