@@ -531,14 +531,15 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
         INSERT INTO ingest_ingestbatch
             (node_id, boot_id, seq, sent_at, received_at, first_ts, last_ts,
              gpu_samples, nic_samples, job_samples, events, rejected,
-             rejected_reasons, rejected_examples, spool_dropped, key_id)
+             rejected_reasons, rejected_examples, spool_dropped, key_id, signature_version)
         SELECT u.node, u.boot, u.seq, u.sent, %s, u.first, u.last, u.gpu, u.nic, u.job,
-               u.events, u.rejected, u.reasons, u.examples, u.dropped, u.key
+               u.events, u.rejected, u.reasons, u.examples, u.dropped, u.key, u.version
         FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::timestamptz[],
                     %b::timestamptz[], %b::timestamptz[], %b::int[], %b::int[], %b::int[],
-                    %b::int[], %b::int[], %b::jsonb[], %b::jsonb[], %b::int[], %b::text[])
+                    %b::int[], %b::int[], %b::jsonb[], %b::jsonb[], %b::int[], %b::text[],
+                    %b::int2[])
              WITH ORDINALITY AS u(node, boot, seq, sent, first, last, gpu, nic, job, events,
-                                  rejected, reasons, examples, dropped, key, pos)
+                                  rejected, reasons, examples, dropped, key, version, pos)
         ORDER BY u.pos
         ON CONFLICT ON CONSTRAINT ingest_batch_key DO NOTHING
         RETURNING node_id, boot_id, seq, id
@@ -552,6 +553,7 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
             [psycopg.types.json.Jsonb(dict(b.rejected)) for b in batches],
             [psycopg.types.json.Jsonb(b.examples) for b in batches],
             [b.spool_dropped for b in batches], [b.key_id for b in batches],
+            [b.signature_version for b in batches],
         ),
         binary=True,  # arrays in binary: no per-element quoting
     )
