@@ -7,11 +7,15 @@ run). Each consumer's CPU time per batch is printed too: it does not depend on w
 the machine is doing.
 
     python benchmarks/ingest_e2e.py [--batches 8000] [--celery-batches 1500] [--large 200]
+    python benchmarks/ingest_e2e.py --bulk-only --samples 1 6 [--batches 2000]
 
 It uses its own database (``clusterui_bench``, or ``BENCH_DATABASE``) and Redis database 8
 (or ``BENCH_REDIS_DB``), and prints its figures. ``--signed`` signs every batch with a node
 key as a collector does (``collectors.signing``: what this checkout's collector sends), so
-that the server's signature check is part of the measurement.
+that the server's signature check is part of the measurement. ``--bulk-only`` measures
+only the bulk consumer, on node batches of each ``--samples`` count of rows per GPU (1: 8
+GPU rows, 6: 48), with the load average: quick before/after comparisons of the writer (run
+this file against the old tree too, in the same session).
 """
 
 import argparse
@@ -180,6 +184,10 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=200, help="large batches (1,000 rows)")
     parser.add_argument("--signed", action="store_true",
                         help="sign every batch with its node's key, as collectors do")
+    parser.add_argument("--bulk-only", action="store_true",
+                        help="only the bulk consumer, on node batches of each --samples")
+    parser.add_argument("--samples", type=int, nargs="+", default=[1],
+                        help="with --bulk-only: rows per GPU of a node batch (8 GPUs)")
     args = parser.parse_args()
     setup_database()
     import django
@@ -204,6 +212,8 @@ def main() -> None:
     def empty(_n):
         return _queue_empty()
 
+    if args.bulk_only:
+        return bulk_only(args.batches, args.samples, stored, fresh)
     rows = []
     # Node-sized: 500 nodes, one warm-up batch each, then n measured batches.
     n, nodes = args.celery_batches, 500
@@ -244,6 +254,21 @@ def main() -> None:
           f"{rows[3][1] / rows[3][2] / (rows[0][1] / rows[0][2]):25.2f}")
     print("  (targets: >= 2,000 node batches/s and >= 100,000 GPU-samples/s per process, "
           ">= 0.5 of the COPY ceiling)")
+
+
+def bulk_only(n: int, samples: list[int], stored, fresh) -> None:
+    """The bulk consumer alone: 500 nodes (one warm-up batch each), then n batches of each
+    size; CPU ms per batch does not depend on the machine's load, batches/s does."""
+    nodes = 500
+    print(f"bulk consumer, {n} node batches per size after {nodes} warm-up ones "
+          f"(8 GPUs + 4 IB ports + 1 job; {ROOT})")
+    print(f"  {'GPU rows/batch':>14} {'batches/s':>10} {'CPU ms/batch':>13} {'load avg 1m':>12}")
+    for k in samples:
+        fresh()
+        made = batches(nodes + n, samples=k, prefix=f"s{k}x", nodes=nodes)
+        wall, cpu = drain("clusterui.ingest", made, stored, warm=nodes, start=bulk_worker)
+        print(f"  {8 * k:14d} {n / wall:10.0f} {cpu / n * 1000:13.3f} "
+              f"{os.getloadavg()[0]:12.2f}", flush=True)
 
 
 def _queue_empty() -> bool:

@@ -255,6 +255,7 @@ class Consumer:
                 self._refuse(envelope, refusal, result)
                 continue
             item.batch.key_id = key_id
+            item.batch.signature_version = signing.version_of(arg) or 0  # 0: unsigned
             b = item.batch
             item.rows = len(b.gpu_rows) + len(b.nic_rows) + len(b.job_rows)
             items.append(item)

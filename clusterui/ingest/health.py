@@ -150,6 +150,46 @@ def batches_by_key(since: dt.datetime) -> list[dict]:
                 for c, k, b, n, last in cur.fetchall()]
 
 
+def signature_versions(since: dt.datetime) -> dict:
+    """Batches per signature version since ``since`` ("unsigned", "1", "2"; "unknown" for
+    batches stored before versions were recorded), and the nodes that still sign with
+    version 1, most batches first: version 1 can be turned off (docs/protocol.md) when this
+    list stays empty."""
+    with connection.cursor() as cur:
+        # Per node and version first (index-only, by received_at), as batches_by_key.
+        cur.execute(
+            """
+            SELECT c.name, n.name, b.v, b.batches, b.last
+            FROM (
+                SELECT node_id, signature_version AS v, count(*) AS batches,
+                       max(received_at) AS last
+                FROM ingest_ingestbatch WHERE received_at >= %s GROUP BY 1, 2
+            ) b JOIN inventory_node n ON n.id = b.node_id
+            JOIN inventory_cluster c ON c.id = n.cluster_id
+            ORDER BY b.batches DESC, 1, 2
+            """,
+            [since],
+        )
+        rows = cur.fetchall()
+    totals: dict[str, dict] = {}
+    v1_nodes = []
+    for cluster, node, version, batches, last in rows:
+        name = VERSION_NAMES.get(version, str(version))
+        total = totals.setdefault(name, {"version": name, "batches": 0, "nodes": 0})
+        total["batches"] += batches
+        total["nodes"] += 1
+        if version == 1 and len(v1_nodes) < LIST_LIMIT:
+            v1_nodes.append({"cluster": cluster, "node": node, "batches": batches,
+                             "last": last})
+    return {"versions": sorted(totals.values(), key=lambda t: t["version"]),
+            "v1_nodes": v1_nodes,
+            "v1_node_count": totals.get("1", {"nodes": 0})["nodes"]}
+
+
+# How the page and /metrics name IngestBatch.signature_version's values.
+VERSION_NAMES = {None: "unknown", 0: "unsigned"}
+
+
 def duplicates_by_reason(since: dt.datetime) -> list[dict]:
     """Samples not stored because they were stored already (a collector restarted with a
     new boot id and resent its spool, ...), by section."""

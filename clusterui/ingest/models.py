@@ -34,6 +34,10 @@ class IngestBatch(models.Model):
                                          db_default=models.Value({}, models.JSONField()))
     # The ingest key that signed the batch (empty when unsigned): shows key rotation progress.
     key_id = models.CharField(max_length=64, blank=True)
+    # The signature version the batch used (docs/protocol.md): 1 (the envelope
+    # re-serialised, accepted during the transition) or 2 (the bytes sent); 0 when unsigned;
+    # null for batches stored before versions were recorded. Shows when version 1 can end.
+    signature_version = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -43,8 +47,10 @@ class IngestBatch(models.Model):
         # The log is pruned (INGEST_LOG_RETENTION_DAYS, ``pruning.py``) and every health
         # page query reads a recent window of it by received_at, never the whole log.
         indexes = [
-            # Rates, signing keys and pruning: the window without visiting the table.
-            models.Index(fields=["received_at"], include=["node", "boot_id", "seq", "key_id"],
+            # Rates, signing keys, signature versions and pruning: the window without
+            # visiting the table.
+            models.Index(fields=["received_at"],
+                         include=["node", "boot_id", "seq", "key_id", "signature_version"],
                          name="ingestbatch_recv_cover_idx"),
             # The few batches with refusals, spool drops, duplicates in the window.
             models.Index(fields=["received_at"], condition=models.Q(rejected__gt=0),

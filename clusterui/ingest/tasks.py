@@ -44,6 +44,7 @@ def ingest_envelope(arg):
         record_rejection(envelope, exc.reason)
         return None
     batch.key_id = key_id  # verified above when the cluster has keys
+    batch.signature_version = signing.version_of(arg) or 0
     return store_batch(batch)
 
 

@@ -66,6 +66,9 @@ class Batch:
     events: list[dict] = field(default_factory=list)
     gpu_health: list[tuple] = field(default_factory=list)  # (ts, gpu_index, *health FIELDS)
     key_id: str = ""  # set by the signature check, stored for key-rotation progress
+    # Set with key_id: 0 unsigned, else the signature version (docs/protocol.md), stored so
+    # operators see when every collector has moved off version 1.
+    signature_version: int = 0
     rejected: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 

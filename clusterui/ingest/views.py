@@ -29,6 +29,7 @@ def ingest_health(request):
         "recent_refusals": RejectedBatch.objects.all()[:10],
         "spool_drops": health.spool_drops(since),
         "keys": health.batches_by_key(now - dt.timedelta(hours=1)),
+        "signatures": health.signature_versions(now - dt.timedelta(hours=1)),
         "silent": [{"node": n, "silent_for": now - n.heard} for n in silent_nodes(now)],
         "silent_after_s": settings.NODE_SILENT_AFTER_S,
         "refresh_s": 15,

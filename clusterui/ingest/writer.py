@@ -531,14 +531,15 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
         INSERT INTO ingest_ingestbatch
             (node_id, boot_id, seq, sent_at, received_at, first_ts, last_ts,
              gpu_samples, nic_samples, job_samples, events, rejected,
-             rejected_reasons, rejected_examples, spool_dropped, key_id)
+             rejected_reasons, rejected_examples, spool_dropped, key_id, signature_version)
         SELECT u.node, u.boot, u.seq, u.sent, %s, u.first, u.last, u.gpu, u.nic, u.job,
-               u.events, u.rejected, u.reasons, u.examples, u.dropped, u.key
+               u.events, u.rejected, u.reasons, u.examples, u.dropped, u.key, u.version
         FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::timestamptz[],
                     %b::timestamptz[], %b::timestamptz[], %b::int[], %b::int[], %b::int[],
-                    %b::int[], %b::int[], %b::jsonb[], %b::jsonb[], %b::int[], %b::text[])
+                    %b::int[], %b::int[], %b::jsonb[], %b::jsonb[], %b::int[], %b::text[],
+                    %b::int2[])
              WITH ORDINALITY AS u(node, boot, seq, sent, first, last, gpu, nic, job, events,
-                                  rejected, reasons, examples, dropped, key, pos)
+                                  rejected, reasons, examples, dropped, key, version, pos)
         ORDER BY u.pos
         ON CONFLICT ON CONSTRAINT ingest_batch_key DO NOTHING
         RETURNING node_id, boot_id, seq, id
@@ -552,6 +553,7 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
             [psycopg.types.json.Jsonb(dict(b.rejected)) for b in batches],
             [psycopg.types.json.Jsonb(b.examples) for b in batches],
             [b.spool_dropped for b in batches], [b.key_id for b in batches],
+            [b.signature_version for b in batches],
         ),
         binary=True,  # arrays in binary: no per-element quoting
     )
@@ -934,13 +936,25 @@ def _insert_events(cur, batch: Batch, gpu_ids: dict[int, int], batch_id: int) ->
     )
 
 
+# The "now" tables are upserted from a temporary table filled by one binary COPY per
+# flush (``_update_latest``): building the statement's arrays in Python (one datetime and
+# one float per value) cost more than the samples' own COPY (measured, 48-row batches).
+# Its columns are the latest table's, typed as the samples' (the same casts as before).
 _LATEST_GPU_COLS = ("gpu_id", "ts", "job_id", *GPU_METRIC_NAMES)
 _LATEST_GPU_TYPES = ("bigint", "timestamptz", "bigint",
                      *(m.sql_type for m in GPU_METRICS))
-
-
-def _float(value):
-    return None if value is None else float(value)
+_LATEST_GPU_COPY_TYPES = ("int8", "int8", "int8", *(_BINARY[m.sql_type] for m in GPU_METRICS))
+_LATEST_NIC_COLS = ("nic_id", "ts", "rx_bytes_per_s", "tx_bytes_per_s")
+_LATEST_NIC_TYPES = ("bigint", "timestamptz", "double precision", "double precision")
+_LATEST_NIC_COPY_TYPES = ("int8", "int8", "float8", "float8")
+# Per connection (each consumer process has its own), emptied at commit as well as by the
+# upsert that reads it; IF NOT EXISTS: created by a connection's first flush.
+_LATEST_STAGING = "".join(
+    f"CREATE TEMP TABLE IF NOT EXISTS {name} "
+    f"({', '.join(f'{c} {t}' for c, t in zip(cols, types, strict=True))}) "
+    "ON COMMIT DELETE ROWS; "
+    for name, cols, types in (("ingest_latest_gpu", _LATEST_GPU_COLS, _LATEST_GPU_TYPES),
+                              ("ingest_latest_nic", _LATEST_NIC_COLS, _LATEST_NIC_TYPES)))
 
 
 def _newest(rows: list[tuple]) -> list[tuple]:
@@ -953,35 +967,37 @@ def _newest(rows: list[tuple]) -> list[tuple]:
 
 
 def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
-    """Upsert the "now" tables in one statement each, newer sample wins."""
+    """Upsert the "now" tables, newer sample wins: each device's newest row of the flush
+    goes into a temporary table (one binary COPY, times as PostgreSQL's microseconds), then
+    one INSERT ... SELECT ... ON CONFLICT per table that keeps a stored row newer than it
+    (a late or out-of-order batch never moves "now" back), emptying the temporary table as
+    it reads it (a caller's enclosing transaction may store again before any commit). Rows
+    go in device order, so concurrent flushes lock the latest rows in the same order."""
     gpus = _newest(gpu_rows)
+    nics = _newest(nic_rows)
+    if not gpus and not nics:
+        return
+    cur.execute(_LATEST_STAGING)
+    # (ts, device, *values) -> (device, ts, *values): the latest tables' column order.
     if gpus:
-        columns = list(zip(*[(r[1], _from_pg_micros(r[0]), *r[2:]) for r in gpus], strict=True))
-        # One type per array: validation may leave an int in a real column.
-        columns = [c if t not in ("real", "double precision") else
-                   [None if v is None else float(v) for v in c]
-                   for c, t in zip(columns, _LATEST_GPU_TYPES, strict=True)]
+        _copy(cur, "ingest_latest_gpu", _LATEST_GPU_COLS, _LATEST_GPU_COPY_TYPES,
+              [(r[1], r[0], *r[2:]) for r in gpus])
         cols = ", ".join(_LATEST_GPU_COLS)
-        arrays = ", ".join(f"%b::{t}[]" for t in _LATEST_GPU_TYPES)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _LATEST_GPU_COLS[1:])
         cur.execute(
-            f"INSERT INTO telemetry_gpulatest ({cols}) SELECT * FROM unnest({arrays}) "
+            "WITH staged AS (DELETE FROM ingest_latest_gpu RETURNING *) "
+            f"INSERT INTO telemetry_gpulatest ({cols}) "
+            f"SELECT {cols} FROM staged ORDER BY gpu_id "
             f"ON CONFLICT (gpu_id) DO UPDATE SET {updates} "
-            "WHERE telemetry_gpulatest.ts <= EXCLUDED.ts",
-            [list(c) for c in columns],
-            binary=True,
-        )
-    nics = _newest(nic_rows)
+            "WHERE telemetry_gpulatest.ts <= EXCLUDED.ts")
     if nics:
-        columns = list(zip(*[(r[1], _from_pg_micros(r[0]), _float(r[2]), _float(r[3]))
-                             for r in nics],
-                           strict=True))
+        _copy(cur, "ingest_latest_nic", _LATEST_NIC_COLS, _LATEST_NIC_COPY_TYPES,
+              [(r[1], r[0], r[2], r[3]) for r in nics])
         cur.execute(
+            "WITH staged AS (DELETE FROM ingest_latest_nic RETURNING *) "
             "INSERT INTO telemetry_niclatest (nic_id, ts, rx_bytes_per_s, tx_bytes_per_s) "
-            "SELECT * FROM unnest(%b::bigint[], %b::timestamptz[], %b::float8[], %b::float8[]) "
+            "SELECT nic_id, ts, rx_bytes_per_s, tx_bytes_per_s FROM staged "
+            "ORDER BY nic_id "
             "ON CONFLICT (nic_id) DO UPDATE SET ts = EXCLUDED.ts, "
             "rx_bytes_per_s = EXCLUDED.rx_bytes_per_s, tx_bytes_per_s = EXCLUDED.tx_bytes_per_s "
-            "WHERE telemetry_niclatest.ts <= EXCLUDED.ts",
-            [list(c) for c in columns],
-            binary=True,
-        )
+            "WHERE telemetry_niclatest.ts <= EXCLUDED.ts")

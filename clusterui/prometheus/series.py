@@ -202,3 +202,19 @@ class ClusterCollector(Collector):
         for scope, count in refused.items():
             family.add_metric([scope], count)
         yield family
+        signatures = health.signature_versions(now - dt.timedelta(hours=1))
+        family = GaugeMetricFamily(
+            "clusterui_ingest_batches_by_signature_version_1h",
+            "Batches stored in the last hour by signature version (unsigned, 1, 2; unknown: "
+            "stored before versions were recorded)", labels=["version"])
+        for row in signatures["versions"]:
+            family.add_metric([row["version"]], row["batches"])
+        yield family
+        # One series per node still on version 1: none once the transition can end.
+        family = GaugeMetricFamily(
+            "clusterui_ingest_node_signature_v1_batches_1h",
+            "Batches a node signed with version 1 in the last hour (docs/protocol.md: the "
+            "transition to version 2 can end when there is no such series)", labels=NODE)
+        for row in signatures["v1_nodes"]:
+            family.add_metric([row["cluster"], row["node"]], row["batches"])
+        yield family

@@ -210,7 +210,11 @@ def test_a_sealed_batch_is_stored_and_names_its_key():
     sealed = signing.seal(node_batch(seq=1), "test-1", node_key())
     assert signing.version_of(sealed) == 2 and "signature" not in json.loads(sealed["batch"])
     assert ingest_envelope(sealed)
-    assert IngestBatch.objects.get().key_id == "test-1"
+    assert ingest_envelope(signing.sign(node_batch(seq=2), "test-1", node_key()))
+    # The Celery task's path records the version too (the bulk consumer's:
+    # test_signature_transition.py).
+    assert list(IngestBatch.objects.order_by("seq").values_list("key_id", "signature_version")) \
+        == [("test-1", 2), ("test-1", 1)]
 
 
 @pytest.mark.django_db
