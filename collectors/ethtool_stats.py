@@ -14,10 +14,11 @@ Three ``ETHTOOL_*`` commands on an ``AF_INET`` datagram socket, their structs as
 ``struct ifreq`` (``include/uapi/linux/if.h``) is the 16-byte name then a union whose
 ``ifr_data`` is the pointer to the command's struct; it is 40 bytes on 64-bit Linux.
 
-The kernel sizes its answers by the driver's count at the time of each call, not by the
-count we pass, so the buffers have room to spare and a count that changed between the calls
-(a driver reconfigured) gives no reading this time rather than names paired with the wrong
-values.
+The count passed is the one ETHTOOL_GSSET_INFO gave. Older kernels size their answer by
+the driver's count at the time of each call whatever was passed (``ethtool_get_stats`` in
+``net/ethtool/ioctl.c``), newer ones answer a count of 0 when the two differ; so the buffers
+have room to spare, and a count that changed between the calls (a driver reconfigured)
+gives no reading this time rather than names paired with the wrong values.
 
 ``read_stats`` is the reader the collector uses (``collectors/fabric.py``); tests and the
 simulator pass another callable of the same shape.
