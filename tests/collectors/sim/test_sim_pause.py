@@ -46,3 +46,28 @@ def test_infiniband_ports_have_no_pause_counters(tmp_path):
         ports = reader.sample()
     assert asked == []
     assert all(v[f] is None for v in ports.values() for f in PAUSE_COUNTERS)
+
+
+def test_the_simulated_cluster_agents_send_pause_fields_for_roce_nodes_only(tmp_path):
+    from collectors.sim.cluster import ClusterSim
+
+    sim = ClusterSim(nodes=2, seed=1, start=T0, root_dir=str(tmp_path), interval=10,
+                     k8s_nodes=1)  # the second node is a Kubernetes node: RoCE
+    try:
+        for k in range(4):
+            sim.step(T0 + k * 10)
+        batches = {b["node"]: b for b in sim.flush()}
+    finally:
+        sim.close()
+
+    def pause_values(batch):
+        section = batch["nic_samples"]
+        at = section["fields"].index("rx_prio_pause")
+        storm = section["fields"].index("tx_pause_storm_error_events")
+        kinds = [n["kind"] for n in batch["nics"]]  # a row names its NIC by position
+        return [(r[at], r[storm]) for r in section["rows"]
+                if kinds[r[1]] in ("roce", "infiniband")]
+
+    roce, ib = pause_values(batches["gpu-a002"]), pause_values(batches["gpu-a001"])
+    assert roce and all(v is not None and s == 0 for v, s in roce)  # increases, no storm
+    assert ib and all(v is None and s is None for v, s in ib)  # InfiniBand: not reported
