@@ -43,7 +43,8 @@ class Agent:
     them into one envelope and increments ``seq``.
     """
 
-    def __init__(self, config: Config, nvml=None, clock=time.time, *, nvml_reason=None):
+    def __init__(self, config: Config, nvml=None, clock=time.time, *, nvml_reason=None,
+                 ethtool=None):
         self.config = config
         self.clock = clock
         self.nvml = nvml
@@ -52,7 +53,9 @@ class Agent:
         self.spool_dropped = 0
         self.simulated = bool(getattr(nvml, "SIMULATED", False))
         self.nics = NicSource(config.sysfs_root)
-        self.fabric = FabricCounters(config.sysfs_root)
+        # ``ethtool``: reads a netdev's ethtool statistics (RoCE pause counters); None for
+        # the kernel's (SIOCETHTOOL), the simulator's own otherwise.
+        self.fabric = FabricCounters(config.sysfs_root, ethtool)
         self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir)
         self.pods = None
         if config.kubelet_socket:

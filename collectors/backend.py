@@ -21,6 +21,7 @@ class Backend:
     reason: str | None = None  # why there is no NVML, for the agent's notice
     config: Config | None = None  # the config to use (the simulator moves the roots)
     sim_node: object | None = None  # advance(t) before each sample when simulating
+    ethtool: object | None = None  # netdev -> ethtool statistics; None: the kernel's
 
 
 def open_backend(config: Config) -> Backend:
@@ -54,6 +55,7 @@ def _unavailable(config: Config, reason: str, module) -> Backend:
 def _simulator(config: Config) -> Backend:
     """One simulated node under a private directory (interface: docs/collector-interface.md)."""
     try:
+        from collectors.sim.fabric import SimEthtool
         from collectors.sim.node import SimNode
         from collectors.sim.nvml import SimNVML
     except ImportError as exc:
@@ -74,4 +76,5 @@ def _simulator(config: Config) -> Backend:
             ("job_map_dir", "run/clusterui-jobs"),
         )
     }
-    return Backend(SimNVML(node), None, dataclasses.replace(config, **roots), node)
+    return Backend(SimNVML(node), None, dataclasses.replace(config, **roots), node,
+                   SimEthtool(node))

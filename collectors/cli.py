@@ -55,7 +55,8 @@ def main(argv=None) -> int:
         print(f"clusterui-collector: configuration error: {exc}", file=sys.stderr)
         return 2
     config = backend.config or config
-    agent = Agent(config, nvml=backend.nvml, nvml_reason=backend.reason)
+    agent = Agent(config, nvml=backend.nvml, nvml_reason=backend.reason,
+                  ethtool=backend.ethtool)
     try:
         if args.once and args.stdout:
             return _once_stdout(agent, backend)

@@ -8,7 +8,11 @@ Per port (``/sys/class/infiniband/<dev>/ports/<p>/``, formats as the kernel writ
   data rate in Gb/s (active width times active speed);
 - ``counters/<error counter>``: the increase since the previous sample (a count per sample
   interval, not per second);
-- ``hw_counters/<congestion counter>`` (mlx5 RoCE, where the driver exposes them): likewise.
+- ``hw_counters/<congestion counter>`` (mlx5 RoCE, where the driver exposes them): likewise;
+- the pause counters of a RoCE port's netdev (``roce_pause``), read from its ethtool
+  statistics (``ethtool_stats.read_stats``, or the ``ethtool`` callable given): likewise,
+  per-priority ones summed per port. The netdev is the one ``gid_attrs/ndevs/0`` names,
+  else the device's only one in ``/sys/class/infiniband/<dev>/device/net/``.
 
 A file that is absent or unreadable is ``None`` (not reported), never 0. The PortCounters
 error counters are 4 to 16 bits wide and *saturate* at all ones (they do not wrap): a
@@ -20,10 +24,16 @@ new value is the baseline, as for the byte counters.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Callable
 
+from collectors import ethtool_stats
 from collectors.nic import read_int, read_text
+from collectors.roce_pause import PAUSE_COUNTERS, pause_stats
+
+log = logging.getLogger(__name__)
 
 # PortCounters error counters and their width in bits (``PORT_PMA_ATTR`` in
 # drivers/infiniband/core/sysfs.c). Saturated = 2**width - 1.
@@ -56,7 +66,9 @@ CONGESTION_COUNTERS: tuple[str, ...] = (
 )
 LINK_FIELDS = ("link_state", "phys_state", "link_width", "link_gbps", "counters_saturated")
 # The nic_samples fields this module adds, in the order they are sent.
-FIELDS: tuple[str, ...] = (*LINK_FIELDS, *ERROR_COUNTERS, *CONGESTION_COUNTERS)
+FIELDS: tuple[str, ...] = (*LINK_FIELDS, *ERROR_COUNTERS, *CONGESTION_COUNTERS, *PAUSE_COUNTERS)
+# An interface name -> its ethtool statistics; raises OSError when they cannot be read.
+EthtoolReader = Callable[[str], dict[str, int]]
 
 _STATE = re.compile(r"^\s*(\d+)\s*:")
 _RATE = re.compile(r"^\s*([0-9]+(?:\.5)?)\s*Gb/sec\s*\((\d+)X")
@@ -83,9 +95,11 @@ def parse_rate(text: str | None) -> tuple[int | None, float | None]:
 class FabricCounters:
     """Keeps each port's previous counter values and turns new readings into increases."""
 
-    def __init__(self, sysfs_root: str) -> None:
+    def __init__(self, sysfs_root: str, ethtool: EthtoolReader | None = None) -> None:
         self.sysfs_root = sysfs_root
+        self.ethtool = ethtool or ethtool_stats.read_stats
         self._last: dict[tuple[str, str], int] = {}
+        self._unreadable: set[str] = set()  # netdevs whose failure was logged
 
     def _delta(self, key: tuple[str, str], value: int | None, width: int | None) -> int | None:
         if value is None:
@@ -118,6 +132,35 @@ class FabricCounters:
         for counter in CONGESTION_COUNTERS:
             value = read_int(os.path.join(pdir, "hw_counters", counter))
             out[counter] = self._delta((name, counter), value, None)
+        out.update(self.read_pause(name, pdir))
+        return out
+
+    def read_pause(self, name: str, pdir: str) -> dict:
+        """{pause field: increase or None}; all None for a port without a RoCE netdev, or
+        whose statistics cannot be read (the baselines stay)."""
+        out: dict = dict.fromkeys(PAUSE_COUNTERS)
+        netdev = roce_netdev(pdir)
+        if netdev is None:
+            return out
+        try:
+            stats = self.ethtool(netdev)
+        except OSError as exc:
+            if netdev not in self._unreadable:
+                self._unreadable.add(netdev)
+                log.warning("%s: cannot read the ethtool statistics of %s: %s", name,
+                            netdev, exc)
+            return out
+        self._unreadable.discard(netdev)
+        sums: dict[str, int | None] = {}
+        for stat, field in pause_stats(stats).items():
+            delta = self._delta((name, f"ethtool:{stat}"), stats[stat], None)
+            if field not in sums:
+                sums[field] = delta
+            elif delta is None or sums[field] is None:
+                sums[field] = None  # one priority's increase unknown: the sum is too
+            else:
+                sums[field] += delta
+        out.update(sums)
         return out
 
     def sample(self) -> dict[str, dict]:
@@ -130,6 +173,20 @@ class FabricCounters:
                 name = f"{dev}:{port}"
                 found[name] = self.read_port(name, os.path.join(ports_dir, port))
         return found
+
+
+def roce_netdev(pdir: str) -> str | None:
+    """The netdev of an Ethernet (RoCE) RDMA port directory; None for InfiniBand or when
+    none is found. ``gid_attrs/ndevs/0`` (the default GID's netdev; reading an unset GID
+    entry fails) first, else the PCI device's only netdev."""
+    if (read_text(os.path.join(pdir, "link_layer")) or "").strip() != "Ethernet":
+        return None
+    netdev = (read_text(os.path.join(pdir, "gid_attrs", "ndevs", "0")) or "").strip()
+    if netdev:
+        return netdev
+    dev_dir = os.path.dirname(os.path.dirname(pdir))
+    names = _listdir(os.path.join(dev_dir, "device", "net"))
+    return names[0] if len(names) == 1 else None
 
 
 def _listdir(path: str) -> list[str]:

@@ -14,6 +14,7 @@ from clusterui.fabric.metrics import (
     PHYS_LINK_UP,
     PHYS_NAMES,
     STATE_NAMES,
+    STORM_FIELDS,
 )
 
 
@@ -62,10 +63,17 @@ class PortHealth:
 
     @property
     def roce_rising(self) -> list[tuple[str, int]]:
-        """The RoCE counters (congestion, drops, retransmissions) that rose in the newest
+        """The RoCE counters (congestion, drops, retransmissions, pauses) that rose in the newest
         interval, largest first; ``congestion`` holds every one the port reports."""
         return sorted(((k, v) for k, v in self.congestion.items() if v),
                       key=lambda kv: (-kv[1], kv[0]))
+
+    @property
+    def pause_storm(self) -> dict[str, int]:
+        """The pause storm counters (mlx5 ``tx_pause_storm_*_events``) that rose in the
+        newest interval: the port sent pauses for long (warning) or until the device's
+        timeout stopped its pause frames (error; drops may have followed)."""
+        return {k: self.congestion[k] for k in STORM_FIELDS if self.congestion.get(k)}
 
     @property
     def error_total(self) -> int:

@@ -20,6 +20,13 @@ ERROR_FIELDS = (
 CONGESTION_FIELDS = ("np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored",
                      "np_ecn_marked_roce_packets", "out_of_buffer", "out_of_sequence",
                      "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err")
+# RoCE pause frames, from the port netdev's ethtool statistics (collectors/roce_pause.py;
+# per-priority ones summed per port). Kept with the congestion counters, newest interval.
+PAUSE_FIELDS = ("rx_pause_ctrl_phy", "tx_pause_ctrl_phy", "rx_prio_pause", "tx_prio_pause",
+                "rx_prio_pause_duration", "tx_pause_storm_warning_events",
+                "tx_pause_storm_error_events")
+STORM_FIELDS = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
+ROCE_FIELDS = CONGESTION_FIELDS + PAUSE_FIELDS
 
 FABRIC_METRICS: tuple[Metric, ...] = (
     # IBA PortInfo PortState: 0 no change (NOP), 1 Down, 2 Init, 3 Armed, 4 Active,
@@ -31,7 +38,8 @@ FABRIC_METRICS: tuple[Metric, ...] = (
     Metric("counters_saturated", "smallint", 0, 64, integer=True,
            label="Error counters at their maximum"),
     *(Metric(name, "bigint", 0, BIG, integer=True, label=name.replace("_", " "),
-             unit="per interval") for name in ERROR_FIELDS + CONGESTION_FIELDS),
+             unit="µs per interval" if name.endswith("_duration") else "per interval")
+      for name in ERROR_FIELDS + ROCE_FIELDS),
 )
 FABRIC_FIELDS = tuple(m.name for m in FABRIC_METRICS)
 LINK_ACTIVE = 4

@@ -26,7 +26,8 @@ class PortLink(models.Model):
     nominal_gbps = models.FloatField(null=True, help_text="Highest rate seen while ACTIVE")
     nominal_width = models.SmallIntegerField(null=True)
     counters_saturated = models.SmallIntegerField(null=True)
-    # The latest interval's congestion counter increases (RoCE, mlx5): no history kept.
+    # The latest interval's RoCE counter increases (mlx5 hw_counters: congestion, drops,
+    # retransmissions; and the netdev's pause frames, metrics.ROCE_FIELDS): no history kept.
     congestion = models.JSONField(default=dict)
     active_seen = models.DateTimeField(null=True, help_text="Last sample that was ACTIVE")
 

@@ -9,10 +9,10 @@ import datetime as dt
 import json
 
 from clusterui.fabric.metrics import (
-    CONGESTION_FIELDS,
     ERROR_FIELDS,
     FABRIC_FIELDS,
     LINK_ACTIVE,
+    ROCE_FIELDS,
 )
 
 _AT = {name: i for i, name in enumerate(FABRIC_FIELDS)}
@@ -86,7 +86,7 @@ def write(cur, rows: list[tuple]) -> None:
                 nominal[nic] = (gbps, values[_AT["link_width"]])
     nics = sorted(newest)
     link = [[newest[n][2 + _AT[c]] for n in nics] for c in _LINK]
-    congestion = [json.dumps({f: newest[n][2 + _AT[f]] for f in CONGESTION_FIELDS
+    congestion = [json.dumps({f: newest[n][2 + _AT[f]] for f in ROCE_FIELDS
                               if newest[n][2 + _AT[f]] is not None}) for n in nics]
     cur.execute(_LINK_SQL, [
         nics, [_when(newest[n][0]) for n in nics], *link, congestion,

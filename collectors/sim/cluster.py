@@ -27,6 +27,7 @@ import time
 import uuid as uuidlib
 
 from collectors import signing
+from collectors.sim.fabric import SimEthtool
 from collectors.sim.hardware import A100_PCIE, H100_SXM
 from collectors.sim.node import SimJob, SimNode
 from collectors.sim.nvml import SimNVML
@@ -186,6 +187,7 @@ class ClusterSim:
                 ),
                 nvml=nvml,
                 clock=self._clock,
+                ethtool=SimEthtool(node),
             )
             for node, nvml in zip(self.nodes, self.nvmls, strict=True)
         ]

@@ -13,12 +13,16 @@ A ``LinkFault`` on port ``p`` of a ``SimNode`` from time ``start``:
   ``packet_seq_err`` in ``hw_counters``.
 
 Every port also gets its PortCounters error files (0 when healthy) and, for RoCE, the mlx5
-``hw_counters`` congestion counters. Simulated: the trees carry ``SIMULATED``, and batches
+``hw_counters`` congestion counters, and a netdev (``gid_attrs/ndevs/0``) whose ethtool
+statistics ``SimEthtool`` serves in place of the kernel's: PFC on priority 3 (the usual
+RoCE priority; illustrative), pause frames received in proportion to the traffic sent, and
+no pause storm. Simulated: the trees carry ``SIMULATED``, and batches
 ``agent.simulated``.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 
@@ -41,12 +45,55 @@ def _write(path: str, text: str) -> None:
         fh.write(text)
 
 
-def write_static(pdir: str, roce: bool) -> None:
+def netdev_name(port_index: int) -> str:
+    """The simulated netdev of RoCE device ``mlx5_<port_index>`` (a name of the form the
+    kernel's predictable naming gives an mlx5 port)."""
+    return f"ens{port_index + 1}f0np0"
+
+
+def write_static(pdir: str, roce: bool, netdev: str | None = None) -> None:
     for name in ERROR_COUNTERS:
         _write(os.path.join(pdir, "counters", name), "0\n")
     if roce:
         for name in CONGESTION_COUNTERS:
             _write(os.path.join(pdir, "hw_counters", name), "0\n")
+        if netdev:
+            _write(os.path.join(pdir, "gid_attrs", "ndevs", "0"), f"{netdev}\n")
+
+
+class SimEthtool:
+    """A simulated node's ``ethtool -S`` (``collectors.fabric.EthtoolReader``): for each RoCE
+    port's netdev, mlx5 statistic names (``roce_pause``) with illustrative values that
+    follow the port's traffic, and a few others the collector must ignore."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    def __call__(self, ifname: str) -> dict[str, int]:
+        ports = self.node.ports if self.node.roce else []
+        for p, port in enumerate(ports):
+            if netdev_name(p) == ifname:
+                return self._stats(port)
+        raise OSError(errno.ENODEV, f"no such simulated device: {ifname}")
+
+    @staticmethod
+    def _stats(port) -> dict[str, int]:
+        paused = int(port.tx // 1_000_000_000)  # one pause received per GB sent
+        sent = int(port.rx // 2_000_000_000)  # one sent per 2 GB received
+        return {
+            "rx_packets_phy": int(port.rx // 4096),
+            "tx_packets_phy": int(port.tx // 4096),
+            "rx_pause_ctrl_phy": 0,  # global pause off: PFC only
+            "tx_pause_ctrl_phy": 0,
+            "rx_prio0_pause": 0,
+            "rx_prio3_pause": paused,
+            "rx_prio3_pause_duration": paused * 20,  # µs
+            "rx_prio3_pause_transition": paused,
+            "tx_prio3_pause": sent,
+            "tx_prio3_pause_duration": sent * 20,
+            "tx_pause_storm_warning_events": 0,
+            "tx_pause_storm_error_events": 0,
+        }
 
 
 def rate_text(width: int) -> str:

@@ -513,7 +513,7 @@ class SimNode:
             _write(os.path.join(pdir, "phys_state"), "5: LinkUp\n")
             _write(os.path.join(pdir, "link_layer"), "Ethernet\n" if roce else "InfiniBand\n")
             _write(os.path.join(pdir, "lid"), "0x0\n" if roce else f"{0x10 + p:#x}\n")
-            simfabric.write_static(pdir, roce)
+            simfabric.write_static(pdir, roce, simfabric.netdev_name(p))
         eth = self.path("sys", "class", "net", "eth0")
         _write(os.path.join(eth, "speed"), f"{ETH_SPEED_MBPS}\n")
         _write(os.path.join(eth, "operstate"), "up\n")

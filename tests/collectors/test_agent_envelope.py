@@ -89,7 +89,7 @@ def test_envelope_matches_contract_1(roots, example):
     ib_rows = [r for r in batch["nic_samples"]["rows"] if r[1] == 0]
     # Link state from rate/state/phys_state; no error or congestion counter files: null.
     assert ib_rows == [[clock.t, 0, 2_000_000.0, 2_000_000.0, 4, 5, 4, 400.0,
-                        *[None] * 18]]
+                        *[None] * 25]]  # saturated, 8 error, 9 RoCE, 7 pause counters
 
     second = agent.build_batch()
     assert second["agent"]["seq"] == 2 and second["gpu_samples"]["rows"] == []

@@ -111,3 +111,24 @@ def test_below_the_threshold_and_never_up_raise_nothing(settings):
     run_pass()
     assert not Finding.objects.filter(kind=FindingKind.FABRIC_LINK).exists()
     assert fabric_link.KIND == FindingKind.FABRIC_LINK
+
+
+def test_a_pause_storm_is_evidence_on_an_unhealthy_port_and_opens_nothing_alone(settings):
+    settings.DETECTOR_FABRIC_ERRORS = 50
+    start = time.time() - 300
+    # Pause fields as the collector sends them (collectors/roce_pause.py), through ingest.
+    storm = dict(tx_pause_storm_warning_events=2, tx_pause_storm_error_events=1,
+                 rx_prio_pause=900)
+    ports = [[port(), port()],
+             [port(symbol_error=60), port()],
+             [port(**storm), port()]]
+    ingest_envelope(fabric_batch("gpu-p001", ports=ports, start=start, job=None, gpus=1))
+    quiet = [[port(), port()], [port(), port(**storm)]]
+    ingest_envelope(fabric_batch("gpu-p002", ports=quiet, start=start, job=None, gpus=1))
+    run_pass()
+    finding = Finding.objects.get(kind=FindingKind.FABRIC_LINK)
+    assert finding.node.name == "gpu-p001"  # a storm alone (gpu-p002) opens no finding
+    evidence = finding.evidence["ports"][0]
+    assert evidence["pause_storm"] == {"tx_pause_storm_warning_events": 2,
+                                       "tx_pause_storm_error_events": 1}
+    assert "pause storm in the last interval" in finding.explanation

@@ -87,3 +87,21 @@ def test_roce_counters_that_rose_are_shown_on_the_fabric_and_node_pages(client_f
     # An InfiniBand port (no hw_counters) says nothing about RoCE.
     html = client.get(reverse("node-detail", args=[fabric["erroring"].node_id])).content.decode()
     assert "RoCE" not in html
+
+
+def test_pause_frames_and_a_pause_storm_are_shown_on_the_fabric_and_node_pages(client_for,
+                                                                              fabric):
+    roce, _ = fabric["sick"].nics.order_by("name")
+    PortLink.objects.filter(nic=roce).update(congestion={
+        "np_cnp_sent": 0, "rx_prio_pause": 40, "rx_prio_pause_duration": 800,
+        "tx_pause_ctrl_phy": 0, "tx_pause_storm_warning_events": 1,
+        "tx_pause_storm_error_events": 0})
+    client = client_for("bob")
+    for url in (reverse("fabric"), reverse("node-detail", args=[fabric["sick"].pk])):
+        html = client.get(url).content.decode()
+        assert ("RoCE rx_prio_pause_duration 800, rx_prio_pause 40, "
+                "tx_pause_storm_warning_events 1 in the last interval") in html, url
+        assert ">pause storm</strong>" in html, url
+    # No storm counter rose elsewhere: no storm shown for the InfiniBand node.
+    html = client.get(reverse("node-detail", args=[fabric["erroring"].node_id])).content.decode()
+    assert "pause storm" not in html

@@ -5,7 +5,9 @@ ACTIVE (critical: the node's jobs lose that rail or fail), **degraded** when it 
 lower rate than its nominal one, the highest it has run at (fewer lanes, "4X" trained as
 "1X", or a lower speed: a bad cable or transceiver; warning), and **erroring** when its
 error counters rose by ``DETECTOR_FABRIC_ERRORS`` or more over the window, or it downed its
-link (warning). Judged on every pass for every node that reports fabric fields; closed
+link (warning). A RoCE port's pause storm (its mlx5 ``tx_pause_storm_*_events`` rose in
+the newest interval) is told in the finding of a port already unhealthy, as evidence; it
+does not open one by itself. Judged on every pass for every node that reports fabric fields; closed
 once no port of the node is any of these for ``DETECTOR_CLOSE_AFTER_S``.
 """
 
@@ -29,6 +31,9 @@ def _describe(p) -> str:
     if p.counters_saturated:
         parts.append(f"{plural(p.counters_saturated, 'error counter')} at its maximum "
                      "(later errors are not counted)")
+    if p.pause_storm:
+        parts.append("pause storm in the last interval ("
+                     + ", ".join(f"{v} {k}" for k, v in p.pause_storm.items()) + ")")
     return f"{p.name}: " + "; ".join(parts)
 
 
@@ -59,6 +64,6 @@ def detect(node: str, ports: list, threshold: int, window_start) -> Decision | N
             "width": p.link_width, "gbps": p.link_gbps, "nominal_gbps": p.nominal_gbps,
             "nominal_width": p.nominal_width, "errors": p.errors,
             "counters_saturated": p.counters_saturated, "down": p.down,
-            "degraded": p.degraded} for p in bad],
+            "degraded": p.degraded, "pause_storm": p.pause_storm} for p in bad],
             "error_threshold": threshold},
     )
