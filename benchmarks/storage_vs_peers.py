@@ -79,16 +79,14 @@ def live_sizes(url: str, tables) -> dict[str, int]:
     keeps once the vacuum task has made its dead versions reusable."""
     import psycopg
 
+    from benchmarks.storage import sizes  # (heap, TOAST, indexes) over the partitions
+
     out = {}
     with psycopg.connect(url, autocommit=True) as conn:
         for table in tables:
             rows = conn.execute(
                 f"SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM {table} r").fetchone()[0]
-            index = conn.execute(
-                "SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) FROM pg_index i "
-                "JOIN pg_inherits h ON h.inhrelid = i.indrelid "
-                f"WHERE h.inhparent = '{table}'::regclass").fetchone()[0]
-            out[table] = int(rows) + int(index)
+            out[table] = int(rows) + sizes(conn, table)[2]
     return out
 
 

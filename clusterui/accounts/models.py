@@ -82,7 +82,7 @@ def owner_of(cluster_id: int, name: str):
     if not name:
         return None
     User = get_user_model()
-    users = User._default_manager.select_related(None)
+    users = User._default_manager
     mapped = users.filter(cluster_logins__cluster_id=cluster_id,
                           cluster_logins__scheduler_user=name).first()
     if mapped is not None:

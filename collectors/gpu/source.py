@@ -232,12 +232,7 @@ class GpuSource:
 
     def _read_values(self, gpu: _Gpu, ts: float) -> dict:
         p, h, nvml = gpu.probe, gpu.handle, self.nvml
-        values: dict = {}
-        util = p.call("utilization", "nvmlDeviceGetUtilizationRates", h)
-        if util is not None:
-            values["util_pct"] = float(util.gpu)
-            values["mem_util_pct"] = float(util.memory)
-        values["mem_used_mib"] = self._mem_used_mib(p, h)
+        values = self._use(gpu)
         power = p.call("power", "nvmlDeviceGetPowerUsage", h)
         values["power_w"] = None if power is None else power / 1000.0
         sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", NVML_TEMPERATURE_GPU)
@@ -262,6 +257,13 @@ class GpuSource:
         (it says NOT_SUPPORTED on MIG, and null is sent), GPM activity of its GPU instance
         where the parent has GPM. Power, clocks, temperature and link counters are the
         parent's, sent on the parent's rows."""
+        values = self._use(gpu)
+        values.update(gpu.gpm.read() if gpu.gpm.enabled else {})
+        return {k: v for k, v in values.items() if v is not None}
+
+    def _use(self, gpu: _Gpu) -> dict:
+        """Utilization (None where NVML has none, as on a MIG instance) and memory used: what
+        a GPU and a MIG instance both report."""
         p, h = gpu.probe, gpu.handle
         values: dict = {}
         util = p.call("utilization", "nvmlDeviceGetUtilizationRates", h)
@@ -269,8 +271,7 @@ class GpuSource:
             values["util_pct"] = float(util.gpu)
             values["mem_util_pct"] = float(util.memory)
         values["mem_used_mib"] = self._mem_used_mib(p, h)
-        values.update(gpu.gpm.read() if gpu.gpm.enabled else {})
-        return {k: v for k, v in values.items() if v is not None}
+        return values
 
     def _mem_used_mib(self, p: Probe, h) -> int | None:
         # v2 'used' is allocated memory only; v1 also counts reserved memory. Fall back to

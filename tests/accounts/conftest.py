@@ -9,12 +9,7 @@ def slapd(tmp_path_factory):
     """A private OpenLDAP for this test session (tests/accounts/slapd.py): its URI."""
     process, uri = slapd_server.start(tmp_path_factory.mktemp("slapd"))
     yield uri
-    process.terminate()
-    try:
-        process.wait(10)
-    except Exception:
-        process.kill()
-        process.wait()
+    _stop(process)
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +18,10 @@ def oidc_provider(tmp_path_factory):
     its issuer URL."""
     process, issuer = oidcop.start(tmp_path_factory.mktemp("oidc-provider"))
     yield issuer
+    _stop(process)
+
+
+def _stop(process):
     process.terminate()
     try:
         process.wait(10)

@@ -93,9 +93,11 @@ def test_idle_allocated_gpus_are_attributed_to_their_pods(roots, sock, kubelet):
     assert kubelet.calls == ["List"]
 
 
-def test_kubelet_pods_give_uid_and_owning_workload(roots, sock, kubelet, tmp_path):
+def _two_samples_with_pods(roots, sock, tmp_path, token_text):
+    """(batch of two samples, the /pods server) with the kubelet's /pods (which takes
+    "s3cret-token") read with ``token_text``."""
     token = tmp_path / "token"
-    token.write_text("s3cret-token\n")
+    token.write_text(token_text + "\n")
     pods = k.PodsServer("s3cret-token", k.pod_list())
     try:
         agent, clock = make_agent(roots, sock, kubelet_pods_url=pods.url,
@@ -107,6 +109,11 @@ def test_kubelet_pods_give_uid_and_owning_workload(roots, sock, kubelet, tmp_pat
         agent.close()
     finally:
         pods.close()
+    return batch, pods
+
+
+def test_kubelet_pods_give_uid_and_owning_workload(roots, sock, kubelet, tmp_path):
+    batch, pods = _two_samples_with_pods(roots, sock, tmp_path, "s3cret-token")
     by_gpu, jobs = owners(batch)
     assert by_gpu == {0: {k.TRAINER_UID}, 1: {k.TRAINER_UID}, 2: {k.EVAL_UID}, 3: {None}}
     trainer, evaluation = jobs[k.TRAINER_UID], jobs[k.EVAL_UID]
@@ -214,19 +221,7 @@ def test_owner_is_the_controller_and_a_deployments_replicaset_is_named_as_it():
 
 def test_a_kubelet_pods_refusal_leaves_pods_known_by_name(roots, sock, kubelet, tmp_path,
                                                           warnings):
-    token = tmp_path / "token"
-    token.write_text("expired\n")
-    pods = k.PodsServer("s3cret-token", k.pod_list())  # answers 401 to this token
-    try:
-        agent, clock = make_agent(roots, sock, kubelet_pods_url=pods.url,
-                                  kubelet_token_file=str(token))
-        agent.sample()
-        clock.t += 10
-        agent.sample()
-        batch = agent.build_batch()
-        agent.close()
-    finally:
-        pods.close()
+    batch, _ = _two_samples_with_pods(roots, sock, tmp_path, "expired")  # answered 401
     by_gpu, jobs = owners(batch)
     assert by_gpu[2] == {"research/eval-28474560-qz7lp"} and by_gpu[0] == {k.TRAINER_UID}
     assert "owner_kind" not in jobs[k.TRAINER_UID]

@@ -19,11 +19,9 @@ from clusterui.findings.runner import run_pass
 from clusterui.ingest.tasks import ingest_envelope
 from clusterui.ingest.validate import validate_batch
 from clusterui.inventory.models import Gpu
-from collectors.agent import Agent
-from collectors.sim.node import SimJob, SimNode
 from collectors.sim.scenarios import Scenario
 from collectors.sim.sharing import SimMigNVML
-from tests.factories import recent_start
+from tests.mig_batches import collect_node
 
 pytestmark = pytest.mark.django_db
 TICKS = 30  # 5 minutes at 10 s
@@ -37,25 +35,10 @@ class NoGpm(SimMigNVML):
 
 
 def _collect(tmp_path, nvml_class=SimMigNVML):
-    start = recent_start()
-    node = SimNode(str(tmp_path / "n"), "mig-h001", gpus=7, seed=5)
-    job = SimJob("501", Scenario.HEALTHY, "alice", 61001, "nlp", "gpu", "ft", start - 600,
-                 None, ("mig-h001",), 2, 8, 7)  # fmt: skip
-    node.place(job, (0, 3))
-    nvml = nvml_class(node)
-    now = [start]
-    agent = Agent(node.collector_config(cluster="mig", interval=10, flush=60), nvml=nvml,
-                  clock=lambda: now[0])
-    node.advance(start)
-    try:
-        for tick in range(1, TICKS + 1):
-            now[0] = start + 10 * tick
-            node.advance(now[0])
-            agent.sample()
-        batch = agent.build_batch()
-    finally:
-        agent.close()
-    return start, batch
+    """Five minutes of a MIG-enabled H100 split into seven 1g.10gb instances, job 501 on
+    instances 0 and 3."""
+    return collect_node(tmp_path, "mig-h001", 7, [("501", Scenario.HEALTHY, (0, 3))],
+                        nvml_class, TICKS)
 
 
 def _store(batch):

@@ -17,12 +17,10 @@ from rest_framework.test import APIClient
 from clusterui.api.tokens import create_token
 from clusterui.ingest.tasks import ingest_envelope
 from clusterui.inventory.models import Gpu
-from collectors.agent import Agent
-from collectors.sim.node import SimJob, SimNode
 from collectors.sim.nvml import SimNVML
 from collectors.sim.scenarios import Scenario
 from collectors.sim.sharing import SimMigNVML
-from tests.factories import recent_start
+from tests.mig_batches import collect_node
 
 pytestmark = pytest.mark.django_db
 TICKS = 12  # 2 minutes at 10 s
@@ -31,26 +29,8 @@ SEVENTH = 1 / 7
 
 
 def _batch(tmp_path, name, gpus, placements, nvml_class):
-    """Two minutes of ``name`` sampled by the real collector; ``placements``:
-    (job id, scenario, node GPUs) with MIG, a node GPU is an instance (``SimMigNVML``)."""
-    start = recent_start()
-    node = SimNode(str(tmp_path / name), name, gpus=gpus, seed=5)
-    for k, (job_id, scenario, held) in enumerate(placements):
-        job = SimJob(job_id, scenario, "alice", 61001, "nlp", "gpu", "train", start - 600,
-                     None, (name,), len(held), 8, 7 + k)  # fmt: skip
-        node.place(job, held)
-    now = [start]
-    agent = Agent(node.collector_config(cluster="mig", interval=10, flush=60),
-                  nvml=nvml_class(node), clock=lambda: now[0])
-    node.advance(start)
-    try:
-        for tick in range(1, TICKS + 1):
-            now[0] = start + 10 * tick
-            node.advance(now[0])
-            agent.sample()
-        return agent.build_batch()
-    finally:
-        agent.close()
+    """Two minutes of ``name`` sampled by the real collector."""
+    return collect_node(tmp_path, name, gpus, placements, nvml_class, TICKS)[1]
 
 
 @pytest.fixture
