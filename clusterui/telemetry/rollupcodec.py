@@ -7,7 +7,8 @@ raw sample: ``benchmarks/storage.py`` prints the figures.
 
 A blob holds, per (bucket, job) of the hour (a job change inside a bucket splits it, as
 the row tables did): ``n`` samples, and for every gauge of ``ROLLUP_GAUGES`` the count of
-samples that reported it ``k``, their **sum**, max and min; the OR of the clock-event bit
+samples that reported it ``k``, their **sum**, and the max and min of the gauges whose
+bands the pages draw (``metrics.ROLLUP_EXTREMES``; the max alone of ``ROLLUP_PEAKS``); the OR of the clock-event bit
 masks; the energy counter's min, max and last. A sum, not a mean: each value is first made
 an integer exactly as the raw chunk keeps it (``codec.PRECISION``: 0.01 %, 1 mW, the byte
 rates' float64 as q / 10**d), so the sum of a bucket is exact and the mean a reader derives
@@ -18,7 +19,8 @@ Layout (little-endian)::
     byte 0  format version (1), byte 1  compressor (1 = zlib), then the deflated body:
         int64   start (ms, the hour or day), uint32 width (s), uint32 rows, uint16 sections
         per section (``STATS`` order: throttle_reasons, energy_j, the gauges):
-            uint8  flags: 2 = no row has one (its aggregates are left out)
+            uint8  flags: 2 = no row has one (its aggregates are left out); 4, 8 = its
+                   max, its min left out (a gauge no page or rollup reads them of: ``KEPT``)
             uint8  d, as in ``codec`` for an exact metric (255: float64 bit patterns), else 0
         the columns, as integers: bucket index, job (0 = none), n; then per section k (the
         samples that reported it) and, unless flagged, its aggregates: sum, max, min (a
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clusterui.telemetry import codec
-from clusterui.telemetry.metrics import ROLLUP_GAUGES
+from clusterui.telemetry.metrics import ROLLUP_EXTREMES, ROLLUP_GAUGES, ROLLUP_PEAKS
 
 VERSION = 1
 # zlib level 6, not the raw codec's 9: on a simulated node's blobs (24 GPU-hours, the three
@@ -54,6 +56,15 @@ STATS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("energy_j", ("min", "max", "last")),
     *((m, ("sum", "max", "min")) for m in ROLLUP_GAUGES),
 )
+# What a blob written now holds of each metric: of a gauge, its sum, and its max and min
+# only where ``ROLLUP_EXTREMES`` (the pages' bands) or ``ROLLUP_PEAKS`` (max alone) read them.
+# A section's flags say which it left out (4: the max, 8: the min); a blob written before
+# this holds all three and reads so.
+KEPT: dict[str, tuple[str, ...]] = {
+    m: (aggs if m not in ROLLUP_GAUGES or m in ROLLUP_EXTREMES
+        else ("sum", "max") if m in ROLLUP_PEAKS else ("sum",))
+    for m, aggs in STATS}
+_LEFT_OUT = {"max": 4, "min": 8}
 _I64_MIN, _I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
@@ -114,14 +125,14 @@ def pack_hours(block: codec.Block, widths, *, flat=()) -> dict[int, bytes]:
         n = np.diff(np.append(starts, len(order)))
         last_pos = np.arange(len(order))
         metrics = {}
-        for name, aggs in STATS:
+        for name, _aggs in STATS:
             if name not in quant:
                 metrics[name] = (np.zeros(len(starts), np.int64), 0, {})
                 continue
             null, values, d = quant[name]
             null, values = null[order], values[order]
             k = np.add.reduceat((~null).astype(np.int64), starts)
-            cols = {agg: _reduce(agg, values, null, starts, last_pos) for agg in aggs}
+            cols = {agg: _reduce(agg, values, null, starts, last_pos) for agg in KEPT[name]}
             if values.dtype.kind == "f":
                 cols = {agg: c.view(np.int64) for agg, c in cols.items()}
             metrics[name] = (k, d, cols)
@@ -136,7 +147,8 @@ def pack_rows(start: int, width: int, bucket, job, n, k: dict, stats: dict) -> b
     metric; an exact metric's aggregates take the fewest decimals that keep them all."""
     bucket = np.asarray(bucket, np.int64)
     metrics = {}
-    for name, aggs in STATS:
+    for name, _ in STATS:
+        aggs = KEPT[name]
         kk = np.asarray(k[name], np.int64)
         has = kk > 0
         if not has.any():
@@ -165,7 +177,11 @@ def _encode(start, width, index, job, n, metrics) -> bytes:
     for name, aggs in STATS:
         k, d, values = metrics[name]
         cols.append(k)
-        descr += bytes((0 if values else 2, d))
+        if values:
+            descr += bytes((sum(_LEFT_OUT.get(a, 0) for a in aggs if a not in values), d))
+            aggs = tuple(a for a in aggs if a in values)
+        else:
+            descr += bytes((2, d))
         if values:
             # Rows where no sample reported it repeat the previous value: a zero delta.
             has = k > 0
@@ -207,8 +223,9 @@ def unpack(blob: bytes) -> RollupBlock:
     descr = bytes(buf[pos:pos + 2 * sections])
     pos += 2 * sections
     reported = [descr[2 * i] & 2 == 0 for i in range(sections)]
-    ncols = 3 + sum(1 + (len(aggs) if reported[i] else 0)
-                    for i, (_, aggs) in enumerate(STATS[:sections]))
+    held = [tuple(a for a in aggs if not descr[2 * i] & _LEFT_OUT.get(a, 0))
+            for i, (_, aggs) in enumerate(STATS[:sections])]
+    ncols = 3 + sum(1 + (len(held[i]) if reported[i] else 0) for i in range(sections))
     first = np.frombuffer(buf[pos:pos + 8 * ncols], "<i8").astype(np.int64)
     pos += 8 * ncols
     planes = np.frombuffer(buf[pos:pos + 8 * ncols * (rows - 1)], np.uint8)
@@ -222,25 +239,25 @@ def unpack(blob: bytes) -> RollupBlock:
     out = RollupBlock(start=start, width=width, bucket=start + index * width * 1000, job=job,
                       n=n)
     col = 3
-    for section, (name, aggs) in enumerate(STATS):
+    for section, (name, _aggs) in enumerate(STATS):
         integer = name in codec.INTEGER_METRICS
         if section >= sections:  # a metric added after this blob was written
             out.k[name] = np.zeros(rows, np.int64)
             out.stats[name] = {agg: np.zeros(rows, np.int64) if integer else np.full(rows, np.nan)
-                               for agg in aggs}
+                               for agg in KEPT[name]}
             continue
         k = matrix[col]
         col += 1
         out.k[name] = k
         if not reported[section]:
             out.stats[name] = {agg: np.zeros(rows, np.int64) if integer else np.full(rows, np.nan)
-                               for agg in aggs}
+                               for agg in KEPT[name]}
             continue
         kind, scale = codec.PRECISION[name]
         d = descr[2 * section + 1]
         none = k == 0
         out.stats[name] = {}
-        for agg in aggs:
+        for agg in held[section]:
             values = codec._restore(kind, scale, matrix[col], d)
             col += 1
             if integer:
@@ -268,5 +285,6 @@ def concat(parts: list[RollupBlock]) -> RollupBlock:
         start=min(p.start for p in parts), width=first.width, bucket=bucket[order],
         job=job[order], n=np.concatenate([p.n for p in parts])[order],
         k={m: np.concatenate([p.k[m] for p in parts])[order] for m in first.k},
-        stats={m: {a: np.concatenate([p.stats[m][a] for p in parts])[order] for a in aggs}
+        stats={m: {a: np.concatenate([p.stats[m][a] for p in parts])[order] for a in aggs
+                   if all(a in p.stats[m] for p in parts)}
                for m, aggs in first.stats.items()})

@@ -128,6 +128,20 @@ def _check(start, end, metrics, known, step):
         raise SeriesError(f"step {step} s gives too many points for this range")
 
 
+def _check_raw_only(start, metrics, agg) -> None:
+    """The max or min of a gauge the rollups keep only the sum of (``rollupcodec.KEPT``)
+    exists in the raw tier alone: a range starting before it would come back blank."""
+    stat = "sum" if agg == "avg" else agg
+    lacking = [m for m in metrics if m in ROLLUP_GAUGES and stat not in rollupcodec.KEPT[m]]
+    days = settings.RAW_RETENTION_DAYS
+    if lacking and timezone.now() - start > dt.timedelta(days=days):
+        kept = [m for m in ROLLUP_GAUGES if stat in rollupcodec.KEPT[m]]
+        raise SeriesError(
+            f"the {agg} of {', '.join(lacking)} is kept with the raw samples, {days} days, and "
+            f"this range starts earlier: ask for its mean (agg=avg), or a range in the last "
+            f"{days} days (older {agg}s are kept of {', '.join(kept)})")
+
+
 def _axis(start, end, step) -> tuple[dt.datetime, list[dt.datetime]]:
     origin = _ORIGIN
     first = origin + dt.timedelta(seconds=((start - origin).total_seconds() // step) * step)
@@ -184,6 +198,7 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimu
 def gpu_series(gpu_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:
     """GPU metrics from the hot table, the packed chunks and the rollups (module docstring)."""
     _check(start, end, metrics, GPU_METRIC_NAMES, step)
+    _check_raw_only(start, metrics, agg)
     metrics = list(metrics)
     step = step or pick_step(start, end, minimum=minimum)
     first, axis = _axis(start, end, step)
@@ -226,8 +241,11 @@ def rollup_width(step: int, agg: str, metrics) -> int | None:
     raw data."""
     if step % 60:
         return None
+    stat = "sum" if agg == "avg" else agg
     for m in metrics:
-        if m in ROLLUP_GAUGES or (m == "energy_j" and agg in ("max", "min")):
+        if m in ROLLUP_GAUGES and stat in rollupcodec.KEPT[m]:
+            continue
+        if m == "energy_j" and agg in ("max", "min"):
             continue
         return None
     return max(w for w in GPU_ROLLUP_TABLES if step % w == 0)

@@ -67,6 +67,26 @@ def test_a_wider_step_averages_and_agg_picks_the_extreme(api, stored):
     assert peak["series"][0]["values"] == [2.0, 5.0]
 
 
+def test_an_extreme_kept_only_with_the_raw_samples_is_refused_for_an_older_range(api, stored):
+    """The rollups keep the min and max of the banded gauges only: the max temperature of a
+    range older than the raw samples is a 400 that says what to ask instead, not a blank."""
+    gpu = stored["gpus"][0]
+    client = api("alice")
+    url = f"/api/v1/gpus/{gpu.id}/metrics/"
+    old = stored["start"] - 20 * 86400
+    response = client.get(url, {"metrics": "temp_c", "agg": "max", "from": iso(old),
+                                "to": iso(old + 3600)})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(
+        "the max of temp_c is kept with the raw samples, 14 days, and this range starts "
+        "earlier: ask for its mean (agg=avg)")
+    for params in ({"metrics": "util_pct", "agg": "max"}, {"metrics": "temp_c"}):
+        response = client.get(url, {**params, "from": iso(old), "to": iso(old + 3600)})
+        assert response.status_code == 200, (params, response.content)
+    recent = client.get(url, {"metrics": "temp_c", "agg": "max", "step": 30, **window(stored)})
+    assert recent.status_code == 200 and None not in recent.json()["series"][0]["values"]
+
+
 def test_buckets_without_samples_are_null(api, stored):
     gpu = stored["gpus"][0]
     body = api("alice").get(f"/api/v1/gpus/{gpu.id}/metrics/",

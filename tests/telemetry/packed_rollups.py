@@ -1,6 +1,6 @@
 """The packed 1- and 5-minute GPU rollups read back as the rows the row tables held
 (``telemetry_gpurollup1m``/``5m`` until migration 0009), for tests that check a rollup's
-values: per (GPU, bucket, job) ``n``, ``<m>_avg``/``_n``/``_max``/``_min``,
+values: per (GPU, bucket, job) ``n``, ``<m>_avg``/``_n``, ``_max``/``_min`` where kept,
 ``throttle_reasons_or`` and ``energy_j_min``/``_max``/``_last``."""
 
 import datetime as dt
@@ -41,8 +41,9 @@ def _row(gpu_id: int, r: rollupcodec.RollupBlock, i: int) -> dict:
         s = r.stats[m]
         row[f"{m}_avg"] = float(s["sum"][i]) / k if k else None
         row[f"{m}_n"] = None if k == n else k
-        row[f"{m}_max"] = _py(s["max"][i]) if k else None
-        row[f"{m}_min"] = _py(s["min"][i]) if k else None
+        for a in ("max", "min"):  # where the blob keeps it (``rollupcodec.KEPT``)
+            if a in s:
+                row[f"{m}_{a}"] = _py(s[a][i]) if k else None
     k = int(r.k["throttle_reasons"][i])
     row["throttle_reasons_or"] = int(r.stats["throttle_reasons"]["or"][i]) if k else None
     k = int(r.k["energy_j"][i])

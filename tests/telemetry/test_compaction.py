@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from clusterui.findings.models import JobEfficiency
 from clusterui.findings.runner import run_pass
-from clusterui.telemetry import compaction, packed, partitions
+from clusterui.telemetry import compaction, packed, partitions, rollupcodec
 from clusterui.telemetry.series import gpu_series
 from clusterui.telemetry.tasks import maintain_partitions
 from tests import rows
@@ -340,6 +340,15 @@ def test_each_rollup_goes_after_its_own_retention(settings):
         np.mean([util(gpu, k) for k in range(360)]), abs=0.006)
 
 
+def _old_gauges(gauges) -> str:
+    """The gauge columns of a row table of before: mean, count, max and min. The packed blobs
+    keep only the max and min that are read (``rollupcodec.KEPT``); where they do not, the
+    mean stands in for them (the migration leaves them out of what it packs)."""
+    def col(m, agg):
+        return f"{m}_{agg}" if agg in rollupcodec.KEPT[m] else f"{m}_avg"
+    return ", ".join(f"{m}_avg, {m}_n, {col(m, 'max')}, {col(m, 'min')}" for m in gauges)
+
+
 def test_the_migration_packs_the_rollup_rows_of_before(cluster):
     """Migration 0009 packs the row tables' 1- and 5-minute rollups into blobs that read
     back as the rows were (the means within the float4 they were kept as)."""
@@ -358,8 +367,7 @@ def test_the_migration_packs_the_rollup_rows_of_before(cluster):
     for source, (target, width) in migration.TABLES.items():
         want[width] = rollup_rows(width, columns)
         old = rollup_rows(width, "gpu_id, bucket, job_id, n, throttle_reasons_or, energy_j_min, "
-                                 "energy_j_max, energy_j_last, " + ", ".join(
-                                     f"{m}_avg, {m}_n, {m}_max, {m}_min" for m in migration.GAUGES))
+                                 "energy_j_max, energy_j_last, " + _old_gauges(migration.GAUGES))
         day = NOW.date() - dt.timedelta(days=1)
         with connection.cursor() as cur:
             cur.execute(f"""CREATE TABLE {source} (gpu_id int, bucket timestamptz, job_id int,
@@ -390,12 +398,12 @@ def test_the_migration_packs_the_hourly_rollup_rows_of_before(cluster):
 
     migration = import_module("clusterui.telemetry.migrations.0011_packed_gpu_rollup1h")
     compaction.compact(NOW)
-    columns = ("gpu_id, bucket, n, util_pct_avg, sm_active_pct_n, power_w_max, temp_c_min, "
-               "mem_used_mib_max, energy_j_min, energy_j_last, throttle_reasons_or")
+    columns = ("gpu_id, bucket, n, util_pct_avg, sm_active_pct_n, power_w_max, "
+               "sm_clock_mhz_min, mem_used_mib_max, energy_j_min, energy_j_last, "
+               "throttle_reasons_or")
     want = rollup_rows(3600, columns)
     old = rollup_rows(3600, "gpu_id, bucket, n, throttle_reasons_or, energy_j_min, "
-                            "energy_j_max, energy_j_last, " + ", ".join(
-                                f"{m}_avg, {m}_n, {m}_max, {m}_min" for m in migration.GAUGES))
+                            "energy_j_max, energy_j_last, " + _old_gauges(migration.GAUGES))
     gauges = ", ".join(f"{m}_avg real, {m}_n int, {m}_max float8, {m}_min float8"
                        for m in migration.GAUGES)
     month = NOW.date().replace(day=1)

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from clusterui.telemetry import codec, rollupcodec
-from clusterui.telemetry.metrics import GPU_METRIC_NAMES, ROLLUP_GAUGES
+from clusterui.telemetry.metrics import (
+    GPU_METRIC_NAMES,
+    ROLLUP_EXTREMES,
+    ROLLUP_GAUGES,
+    ROLLUP_PEAKS,
+)
 
 START = 1_763_798_400_000  # an hour, in ms
 
@@ -66,7 +71,11 @@ def test_a_blob_holds_each_buckets_count_sum_max_and_min(width):
                 continue
             # Exact sums of the collector's values: the mean to float64's rounding.
             assert got.stats[m]["sum"][row] / len(v) == pytest.approx(np.mean(v), rel=1e-12)
-            assert (got.stats[m]["max"][row], got.stats[m]["min"][row]) == (v.max(), v.min())
+            if m in ROLLUP_EXTREMES:  # the bands the pages draw
+                assert (got.stats[m]["max"][row], got.stats[m]["min"][row]) == (
+                    v.max(), v.min()), m
+            elif m in ROLLUP_PEAKS:  # a job's peak memory
+                assert got.stats[m]["max"][row] == v.max(), m
         e = block.values["energy_j"][idx]
         assert [got.stats["energy_j"][a][row] for a in ("min", "max", "last")] == [
             e.min(), e.max(), e[-1]]
@@ -79,7 +88,7 @@ def test_rows_packed_again_read_back_the_same():
     r = rollupcodec.unpack(rollupcodec.pack_hour(samples(2), 60))
     again = rollupcodec.unpack(rollupcodec.pack_rows(START, 60, r.bucket, r.job, r.n, r.k,
                                                      r.stats))
-    for m, aggs in rollupcodec.STATS:
+    for m, aggs in rollupcodec.KEPT.items():
         assert np.array_equal(again.k[m], r.k[m]), m
         for agg in aggs:
             has = r.k[m] > 0
@@ -102,3 +111,35 @@ def test_an_unknown_format_is_refused():
     blob = rollupcodec.pack_hour(samples(), 60)
     with pytest.raises(ValueError, match="unknown rollup format 9/1"):
         rollupcodec.unpack(b"\x09" + blob[1:])
+
+
+def test_the_rollups_keep_the_extremes_the_pages_and_job_rollups_read_and_no_others():
+    """Only what a reader uses is stored: the bands' min and max, the jobs' peak memory;
+    the mean of every gauge (its sum) in any case."""
+    from clusterui.web import gpupage, nodepage
+
+    got = rollupcodec.unpack(rollupcodec.pack_hour(samples(), 60))
+    for m in ROLLUP_GAUGES:
+        assert "sum" in got.stats[m], m
+    assert set(gpupage.BANDED) | set(nodepage.BANDED) <= set(ROLLUP_EXTREMES)
+    assert {"sm_active_pct", "util_pct"} <= set(ROLLUP_EXTREMES)  # jobpage.activity_band
+    assert set(got.stats["mem_used_mib"]) == {"sum", "max"}
+    assert set(got.stats["temp_c"]) == {"sum"}
+
+
+def test_a_blob_written_with_every_extreme_still_reads_whole(monkeypatch):
+    """Blobs packed before the rollups kept fewer extremes hold all three aggregates of
+    every gauge: they read back with all of them, and merge with newer ones on what both
+    hold."""
+    every = dict(rollupcodec.STATS)
+    monkeypatch.setattr(rollupcodec, "KEPT", every)
+    blob = rollupcodec.pack_hour(samples(), 60)
+    monkeypatch.undo()
+    old = rollupcodec.unpack(blob)
+    new = rollupcodec.unpack(rollupcodec.pack_hour(samples(), 60))
+    assert set(old.stats["temp_c"]) == {"sum", "max", "min"}
+    assert np.array_equal(old.stats["temp_c"]["sum"], new.stats["temp_c"]["sum"],
+                          equal_nan=True)
+    both = rollupcodec.concat([old, new])
+    assert set(both.stats["temp_c"]) == {"sum"}
+    assert set(both.stats["util_pct"]) == {"sum", "max", "min"}

@@ -112,3 +112,34 @@ def test_each_step_reads_its_tier_and_gives_what_the_raw_rows_gave():
         for gpu in ids:
             for metric in ("util_pct", "power_w"):
                 assert got.values[gpu][metric] == pytest.approx(want[gpu][metric], abs=0.006)
+
+
+def test_the_max_and_min_of_a_gauge_kept_only_as_a_mean_come_from_the_raw_tier():
+    """The rollups keep the min and max only of the gauges whose bands the pages draw
+    (``rollupcodec.KEPT``): the hottest minute of a GPU's temperature is read from the raw
+    chunks, the same as before compaction, and a range older than the raw samples is a
+    clear error rather than a blank chart."""
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    start = now - dt.timedelta(hours=6)
+    gpus = list(rows.node(gpus=1, latest=False).gpus.all())
+    rows.gpu_samples(gpus, start + dt.timedelta(seconds=7), now - dt.timedelta(hours=3))
+    with connection.cursor() as cur:  # a temperature that moves within each minute
+        cur.execute("UPDATE telemetry_gpusample SET temp_c = 40 + extract(epoch FROM ts)::int % 37")
+    ids = [g.id for g in gpus]
+    end = now - dt.timedelta(hours=2)
+    before = {agg: gpu_series(ids, ["temp_c"], start, end, step=60, agg=agg).values
+              for agg in ("max", "min")}
+    assert compaction.compact(now).rows == 3 * 360
+    for agg in ("max", "min"):
+        got, tables = _tables_read(lambda a=agg: gpu_series(ids, ["temp_c"], start, end,
+                                                            step=60, agg=a))
+        assert tables == {"telemetry_gpuchunk", "telemetry_gpusample"}, agg
+        assert got.values == before[agg]
+        assert {v for v in got.values[ids[0]]["temp_c"] if v is not None} != {55.0}
+    # Its mean still comes from the 1-minute rollup.
+    _, tables = _tables_read(lambda: gpu_series(ids, ["temp_c"], start, end, step=60))
+    assert tables == {"telemetry_gpurollup1m", "telemetry_gpusample"}
+    old = now - dt.timedelta(days=20)
+    with pytest.raises(SeriesError, match="the max of temp_c is kept with the raw samples"):
+        gpu_series(ids, ["temp_c"], old, old + dt.timedelta(hours=6), agg="max")
+    gpu_series(ids, ["util_pct", "temp_c"], old, old + dt.timedelta(hours=6))  # means: fine

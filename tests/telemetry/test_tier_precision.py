@@ -29,7 +29,7 @@ from django.utils import timezone
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch
 from clusterui.inventory.models import Gpu, Nic
-from clusterui.telemetry import codec, compaction, packed
+from clusterui.telemetry import codec, compaction, packed, rollupcodec
 from clusterui.telemetry.metrics import (
     GPU_METRIC_NAMES,
     GPU_METRICS,
@@ -172,16 +172,21 @@ def assert_rollups(name: str, gpu_id: int, ts: np.ndarray, v: np.ndarray) -> Non
             want = [(v[p].min(), v[p].max(), v[p][-1]) for p in parts]
             assert got == want, (name, table)
             continue
-        got = read_rollup(width, table, f"{name}_min, {name}_max, {name}_avg, {name}_n", gpu_id)
+        # The mean (and count) of every gauge; its min and max where the tier keeps them
+        # (``rollupcodec.KEPT``: the pages' bands, a job's peak memory).
+        extremes = [a for a in ("min", "max") if a in rollupcodec.KEPT[name]]
+        got = read_rollup(width, table, ", ".join(
+            [f"{name}_avg", f"{name}_n", *(f"{name}_{a}" for a in extremes)]), gpu_id)
         assert len(got) == len(parts), (name, table)
-        lo, hi, avg, _ = (np.array(c, np.float64) for c in zip(*got, strict=True))
+        avg, _, *kept = (np.array(c, np.float64) for c in zip(*got, strict=True))
         present = [p[~np.isnan(v[p])] if v.dtype.kind == "f" else p for p in parts]
         counts = [None if len(q) == len(p) else len(q)
                   for p, q in zip(parts, present, strict=True)]
-        assert [g[3] for g in got] == counts, (name, table)  # NULL: all samples had it
+        assert [g[1] for g in got] == counts, (name, table)  # NULL: all samples had it
         parts = present
-        assert_stored(name, lo, [v[p].min() for p in parts], f"min, {table}")
-        assert_stored(name, hi, [v[p].max() for p in parts], f"max, {table}")
+        for agg, values in zip(extremes, kept, strict=True):
+            reduce = np.min if agg == "min" else np.max
+            assert_stored(name, values, [reduce(v[p]) for p in parts], f"{agg}, {table}")
         mean = np.array([np.mean(v[p].astype(np.float64)) for p in parts])
         # float4 averages: the hot tier's float32 values, their mean stored as a float32
         # (2**-24 each); float8 averages: float64 summation of N values.
