@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, repeat
-from operator import ge, is_not, le
+from operator import ge, is_not, itemgetter, le
 
 import orjson
 from django.conf import settings
@@ -257,13 +257,16 @@ class _Window:
         return self.now + self.max_future_s
 
 
+_TS = itemgetter(0)  # a clean row's time (a loop in C: a generator per row cost 5 % of ingest)
+
+
 def _within_span(batch: Batch, max_span_s: float) -> None:
     """Refuse, one by one, the samples and events further behind the batch's newest sample
     than ``max_span_s``: one batch never reaches back over more than that (a node whose
     clock jumped, a corrupt spool), so it never creates more than a few day partitions."""
     sections = (("gpu_samples", batch.gpu_rows), ("nic_samples", batch.nic_rows),
                 ("job_samples", batch.job_rows))
-    newest = max((max(r[0] for r in rows) for _n, rows in sections if rows), default=None)
+    newest = max((max(map(_TS, rows)) for _n, rows in sections if rows), default=None)
     if batch.events:
         last_event = max(e["ts"] for e in batch.events)
         newest = last_event if newest is None else max(newest, last_event)
@@ -273,7 +276,7 @@ def _within_span(batch: Batch, max_span_s: float) -> None:
     reason = (f"ts is more than {max_span_s:g} s behind the batch's newest sample "
               "(INGEST_MAX_SPAN_S)")
     for name, rows in sections:
-        if rows and min(r[0] for r in rows) < cutoff:
+        if rows and min(map(_TS, rows)) < cutoff:
             kept = [r for r in rows if r[0] >= cutoff]
             for r in rows:
                 if r[0] < cutoff:

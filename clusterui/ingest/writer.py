@@ -17,7 +17,8 @@ import datetime as dt
 import logging
 from collections import Counter
 from dataclasses import dataclass, replace
-from itertools import repeat
+from itertools import chain, repeat
+from operator import itemgetter
 
 import numpy as np
 import psycopg
@@ -96,7 +97,7 @@ def _span(batch: Batch) -> tuple[float | None, float | None]:
     for rows in (batch.gpu_rows, batch.nic_rows, batch.job_rows, batch.events):
         if not rows:
             continue
-        stamps = [r["ts"] for r in rows] if rows is batch.events else [r[0] for r in rows]
+        stamps = [r["ts"] for r in rows] if rows is batch.events else list(map(_TS, rows))
         a, b = min(stamps), max(stamps)
         lo = a if lo is None or a < lo else lo
         hi = b if hi is None or b > hi else hi
@@ -104,6 +105,7 @@ def _span(batch: Batch) -> tuple[float | None, float | None]:
 
 
 _DAY_S = 86_400
+_TS = itemgetter(0)
 _SECTIONS = (("gpu_samples", "gpu_rows"), ("nic_samples", "nic_rows"),
              ("job_samples", "job_rows"))
 
@@ -114,7 +116,7 @@ def _days(batches: list[Batch]) -> set[dt.date]:
     its rows are actually on, never every day in between."""
     days = set()
     for batch in batches:
-        stamps = [r[0] for _s, attr in _SECTIONS for r in getattr(batch, attr)]
+        stamps = list(chain.from_iterable(map(_TS, getattr(batch, attr)) for _s, attr in _SECTIONS))
         if not stamps:
             continue
         lo, hi = min(stamps), max(stamps)
