@@ -48,17 +48,57 @@ _US = "(extract(epoch FROM {} - timestamptz '2000-01-01 00:00:00+00') * 1000000)
 @dataclass
 class Pending:
     """One batch's rows in the flush, as the writer COPYs them: (PostgreSQL micros,
-    device id, ...)."""
+    device id, ...). Given as columns (one sequence per column, in that order; empty: no
+    rows), as the writer builds them; ``gpu``, ``nic`` and ``job`` are the rows, made from
+    the columns only when read (late or overlapping rows: a live batch's never are), and
+    rows set there (the duplicates dropped) replace the columns."""
 
     node: tuple[str, str]
     node_id: int
     lo_us: int | None  # the batch's oldest and newest data time
     hi_us: int | None
-    gpu: list[tuple]
-    nic: list[tuple]
-    job: list[tuple]
+    gpu_columns: list
+    nic_columns: list
+    job_columns: list
     dropped: Counter = field(default_factory=Counter)
     jobs: frozenset[int] = frozenset()  # the jobs the batch attributes samples to
+    _rows: dict = field(default_factory=dict, repr=False)
+
+    def rows(self, section: str) -> list[tuple]:
+        rows = self._rows.get(section)
+        if rows is None:
+            rows = self._rows[section] = list(zip(*getattr(self, f"{section}_columns"),
+                                                  strict=True))
+        return rows
+
+    def set_rows(self, section: str, rows: list[tuple]) -> None:
+        self._rows[section] = rows
+
+    def columns(self, section: str) -> list:
+        """The section's columns as they are now (after any rows were dropped)."""
+        rows = self._rows.get(section)
+        if rows is None:
+            return getattr(self, f"{section}_columns")
+        return list(zip(*rows, strict=True))
+
+    def count(self, section: str) -> int:
+        rows = self._rows.get(section)
+        if rows is not None:
+            return len(rows)
+        columns = getattr(self, f"{section}_columns")
+        return len(columns[0]) if columns else 0
+
+    def times(self, section: str):
+        """The section's times (PostgreSQL micros), without making rows."""
+        rows = self._rows.get(section)
+        if rows is not None:
+            return [r[0] for r in rows]
+        columns = getattr(self, f"{section}_columns")
+        return columns[0] if columns else ()
+
+    gpu = property(lambda self: self.rows("gpu"), lambda self, v: self.set_rows("gpu", v))
+    nic = property(lambda self: self.rows("nic"), lambda self, v: self.set_rows("nic", v))
+    job = property(lambda self: self.rows("job"), lambda self, v: self.set_rows("job", v))
 
     @property
     def total_dropped(self) -> int:

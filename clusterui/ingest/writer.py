@@ -18,7 +18,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import chain, repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 
 import numpy as np
 import psycopg
@@ -30,7 +30,7 @@ from clusterui.findings.late import LATE_LOCK_KEY
 from clusterui.gpuhealth.store import store_health
 from clusterui.ingest import dedupe, inventory_cache
 from clusterui.ingest.validate import Batch
-from clusterui.telemetry import nicrollup, partitions
+from clusterui.telemetry import nicrollup, partitions, pgcopy
 from clusterui.telemetry.metrics import (
     GPU_METRIC_NAMES,
     GPU_METRICS,
@@ -78,6 +78,8 @@ _PG_EPOCH_UNIX = 946_684_800.0
 
 
 _HOUR_US = 3_600_000_000
+# Rows per slice of a sample COPY (``_copy``).
+_COPY_SLICE_ROWS = 4096
 
 
 def _pg_micros(stamps) -> list[int]:
@@ -232,20 +234,20 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                               cluster_id, node_id, gpu_ids, when)
             # Column-wise, at C speed: batch-local references become database ids, times
             # become PostgreSQL's microseconds.
+            # Kept as columns (``dedupe.Pending`` makes rows only of late batches).
             g = n = j = ()
             if batch.gpu_rows:
                 ts, gpu, job, *values = zip(*batch.gpu_rows, strict=True)
-                g = list(zip(_pg_micros(ts), map(gpu_ids.__getitem__, gpu),
-                             map(job_ids.get, job), *values, strict=True))
+                g = [_pg_micros(ts), list(map(gpu_ids.__getitem__, gpu)),
+                     list(map(job_ids.get, job)), *values]
             if batch.nic_rows:
                 ts, nic, *values = zip(*batch.nic_rows, strict=True)
-                n = list(zip(_pg_micros(ts), map(nic_ids.__getitem__, nic), *values,
-                             strict=True))
+                n = [_pg_micros(ts), list(map(nic_ids.__getitem__, nic)), *values]
             fabric_rows.extend((r[0], nic_ids[r[1]], *r[2:]) for r in batch.fabric_rows)
             if batch.job_rows:
                 ts, job, *values = zip(*batch.job_rows, strict=True)
-                j = list(zip(_pg_micros(ts), map(job_ids.__getitem__, job), repeat(node_id),
-                             *values))
+                j = [_pg_micros(ts), list(map(job_ids.__getitem__, job)),
+                     [node_id] * len(ts), *values]
             _insert_events(cur, batch, gpu_ids, batch_id)
             store_health(cur, batch.gpu_health, gpu_ids)
             span_us = _pg_micros([lo, hi]) if lo is not None else (None, None)
@@ -255,27 +257,32 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 batch_id=batch_id, duplicate=False, rejected=batch.rejected_total))
         # Rows stored before (another boot id, a resend) or twice in this flush are dropped.
         dedupe.drop_duplicates(cur, pending, marks)
-        gpu_rows: list[tuple] = []
-        nic_rows: list[tuple] = []
-        job_rows: list[tuple] = []
         counted = []
         for p, result in zip(pending, (r for r in results if not r.duplicate), strict=True):
-            gpu_rows.extend(p.gpu)
-            nic_rows.extend(p.nic)
-            job_rows.extend(p.job)
-            result.gpu_samples, result.nic_samples = len(p.gpu), len(p.nic)
-            result.job_samples, result.duplicates = len(p.job), p.total_dropped
+            result.gpu_samples, result.nic_samples = p.count("gpu"), p.count("nic")
+            result.job_samples, result.duplicates = p.count("job"), p.total_dropped
             if p.dropped:
                 counted.append((result, p.dropped))
         _count_duplicates(cur, counted)
         _mark_late(cur, pending, marks, quiet, received_at)
-        _touch_jobs(cur, gpu_rows, job_rows, received_at)
-        _copy(cur, GPU_SAMPLE_TABLE, GPU_SAMPLE_COLUMNS, GPU_COPY_TYPES, gpu_rows)
-        _copy(cur, NIC_SAMPLE_TABLE, NIC_SAMPLE_COLUMNS, NIC_COPY_TYPES, nic_rows)
+        # The sample rows as columns (numpy, one array per column), for the COPYs, the
+        # jobs' times and the "latest" tables alike.
+        gpu_cols = _columns(GPU_SAMPLE_COLUMNS, GPU_COPY_TYPES,
+                            [p.columns("gpu") for p in pending])
+        nic_cols = _columns(NIC_SAMPLE_COLUMNS, NIC_COPY_TYPES,
+                            [p.columns("nic") for p in pending])
+        job_cols = _columns(JOB_SAMPLE_COLUMNS, JOB_COPY_TYPES,
+                            [p.columns("job") for p in pending])
+        _touch_jobs(cur, gpu_cols, job_cols, received_at)
+        _copy(cur, GPU_SAMPLE_TABLE, gpu_cols)
+        _copy(cur, NIC_SAMPLE_TABLE, nic_cols)
         # The (NIC, hour)s written into: their rollups are due (compaction recomputes them).
-        nicrollup.mark_due(cur, {(r[1], r[0] - r[0] % _HOUR_US) for r in nic_rows})
-        _copy(cur, JOB_SAMPLE_TABLE, JOB_SAMPLE_COLUMNS, JOB_COPY_TYPES, job_rows)
-        _update_latest(cur, gpu_rows, nic_rows)
+        if nic_cols:
+            ts, nic_ids = nic_cols[0][2], nic_cols[1][2]
+            nicrollup.mark_due(cur, zip(nic_ids.tolist(), (ts - ts % _HOUR_US).tolist(),
+                                        strict=True))
+        _copy(cur, JOB_SAMPLE_TABLE, job_cols)
+        _update_latest(cur, gpu_cols, nic_cols)
         fabric_store.write(cur, fabric_rows)
     return results
 
@@ -295,18 +302,36 @@ def _reported_every() -> dt.timedelta:
     return dt.timedelta(seconds=min(60.0, settings.JOB_STALE_AFTER_S / 4))
 
 
-def _touch_jobs(cur, gpu_rows, job_rows, received_at: dt.datetime) -> None:
+def _newest_per_job(gpu: list[tuple], job: list[tuple]) -> dict[int, int]:
+    """{job id: its newest sample time (PostgreSQL microseconds)} over the GPU rows (their
+    job, where they have one) and the job rows, of the flush's columns (``_columns``)."""
+    ids, stamps = [], []
+    for cols, at in ((gpu, 2), (job, 1)):
+        if not cols:
+            continue
+        _name, _kind, job_ids, nulls = cols[at]
+        ts = cols[0][2]
+        if nulls is not None:
+            job_ids, ts = job_ids[~nulls], ts[~nulls]
+        ids.append(job_ids)
+        stamps.append(ts)
+    job_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    if not len(job_ids):
+        return {}
+    ts = np.concatenate(stamps)
+    order = np.lexsort((ts, job_ids))  # by job, then time: each job's last is its newest
+    job_ids, ts = job_ids[order], ts[order]
+    last = np.append(job_ids[1:] != job_ids[:-1], True)
+    return dict(zip(job_ids[last].tolist(), ts[last].tolist(), strict=True))
+
+
+def _touch_jobs(cur, gpu: list[tuple], job: list[tuple], received_at: dt.datetime) -> None:
     """Keep each job's data time (newest sample) and arrival time fresh to within a minute, with
     one statement per flush. The job upsert itself is skipped while a node's inventory is
     unchanged (``inventory_cache``, a minute of wall-clock time), and during a back-fill a
     minute of wall-clock time is hours of data: a job's end, when no collector reports it any
     more, and whether it is still being reported must not lag by that."""
-    newest: dict[int, int] = {}
-    for rows, at in ((gpu_rows, 2), (job_rows, 1)):
-        for row in rows:
-            job = row[at]
-            if job is not None and row[0] > newest.get(job, -1):
-                newest[job] = row[0]
+    newest = _newest_per_job(gpu, job)
     due = []
     refresh = _reported_every()
     for job, seen in newest.items():
@@ -508,7 +533,7 @@ def _mark_late(cur, pending: list[dedupe.Pending], marks, quiet, received_at: dt
                    for job, t in cur.fetchall()}
     spans = []
     for p in pending:
-        stamps = [r[0] for rows in (p.gpu, p.nic, p.job) for r in rows]
+        stamps = [*p.times("gpu"), *p.times("nic"), *p.times("job")]
         if not stamps:
             continue
         lo, hi = min(stamps), max(stamps)
@@ -575,14 +600,41 @@ def _cached(cur, kind: str, owner_id: int, content, upsert, *args):
     return ids
 
 
-def _copy(cur, table: str, columns: tuple[str, ...], types: tuple[str, ...],
-          rows: list[tuple]) -> None:
-    if not rows:
-        return
-    with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(types)
-        for row in rows:
-            copy.write_row(row)
+def _columns(names: tuple[str, ...], kinds: tuple[str, ...], parts: list) -> list[tuple]:
+    """The batches' rows, given as columns per batch (``parts``: each a sequence per column,
+    or empty), as ``pgcopy`` columns ``(name, kind, values, nulls)``: one numpy array per
+    column for the whole flush ([] for no rows). A float column is float64, None as NaN
+    (NULL to ``pgcopy``); a float4 one is rounded to float32 when packed, as psycopg's
+    ``write_row`` rounded it. An integer column (the time in PostgreSQL microseconds too)
+    stays int64, never a float (not exact beyond 2**53), with a mask of its Nones; an int
+    beyond int64 raises OverflowError as ``write_row`` did (the flush fails, its batches
+    are then stored one by one)."""
+    parts = [c for c in parts if c and len(c[0])]
+    if not parts:
+        return []
+    n = sum(len(c[0]) for c in parts)
+    out = []
+    for j, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        def values(j=j):  # the column over all batches, once more
+            return parts[0][j] if len(parts) == 1 else chain.from_iterable(c[j] for c in parts)
+
+        if kind in ("float4", "float8"):
+            out.append((name, kind, np.fromiter(values(), np.float64, n), None))  # None: NaN
+            continue
+        try:
+            out.append((name, kind, np.fromiter(values(), np.int64, n), None))
+        except TypeError:  # Nones among the ints (a GPU without a job, an absent metric)
+            nulls = np.fromiter(map(is_, values(), repeat(None)), bool, n)
+            ints = np.fromiter((0 if v is None else v for v in values()), np.int64, n)
+            out.append((name, kind, ints, nulls))
+    return out
+
+
+def _copy(cur, table: str, columns: list[tuple]) -> None:
+    """One binary COPY of these columns, sent in slices: PostgreSQL applies one slice while
+    the next is packed (packed whole, the server would start only when all is built)."""
+    if columns:
+        pgcopy.copy_columns(cur, table, columns, rows_per_write=_COPY_SLICE_ROWS)
 
 
 class GpuIds(dict):
@@ -959,31 +1011,35 @@ _LATEST_STAGING = "".join(
                               ("ingest_latest_nic", _LATEST_NIC_COLS, _LATEST_NIC_TYPES)))
 
 
-def _newest(rows: list[tuple]) -> list[tuple]:
-    """Each device's newest row (rows are (ts, device id, ...)), in device order."""
-    newest: dict[int, tuple] = {}
-    for row in rows:
-        if row[1] not in newest or row[0] > newest[row[1]][0]:
-            newest[row[1]] = row
-    return [newest[k] for k in sorted(newest)]
+def _newest(columns: list[tuple]) -> np.ndarray:
+    """The positions of each device's newest row (columns are (ts, device id, ...), as
+    ``_columns`` makes them), in device order; of rows with equal times the first."""
+    ts, device = columns[0][2], columns[1][2]
+    order = np.lexsort((-np.arange(len(ts)), ts, device))
+    device = device[order]
+    return order[np.append(device[1:] != device[:-1], True)]
 
 
-def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
+def _pick(columns: list[tuple], rows: np.ndarray, names, kinds) -> list[tuple]:
+    """These rows of the columns under the given names and kinds (an int4 id goes as int8)."""
+    return [(name, kind, values[rows], None if nulls is None else nulls[rows])
+            for name, kind, (_n, _k, values, nulls) in zip(names, kinds, columns, strict=True)]
+
+
+def _update_latest(cur, gpu: list[tuple], nic: list[tuple]) -> None:
     """Upsert the "now" tables, newer sample wins: each device's newest row of the flush
     goes into a temporary table (one binary COPY, times as PostgreSQL's microseconds), then
     one INSERT ... SELECT ... ON CONFLICT per table that keeps a stored row newer than it
     (a late or out-of-order batch never moves "now" back), emptying the temporary table as
     it reads it (a caller's enclosing transaction may store again before any commit). Rows
     go in device order, so concurrent flushes lock the latest rows in the same order."""
-    gpus = _newest(gpu_rows)
-    nics = _newest(nic_rows)
-    if not gpus and not nics:
+    if not gpu and not nic:
         return
     cur.execute(_LATEST_STAGING)
     # (ts, device, *values) -> (device, ts, *values): the latest tables' column order.
-    if gpus:
-        _copy(cur, "ingest_latest_gpu", _LATEST_GPU_COLS, _LATEST_GPU_COPY_TYPES,
-              [(r[1], r[0], *r[2:]) for r in gpus])
+    if gpu:
+        _copy(cur, "ingest_latest_gpu", _pick([gpu[1], gpu[0], *gpu[2:]], _newest(gpu),
+                                              _LATEST_GPU_COLS, _LATEST_GPU_COPY_TYPES))
         cols = ", ".join(_LATEST_GPU_COLS)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _LATEST_GPU_COLS[1:])
         cur.execute(
@@ -992,9 +1048,9 @@ def _update_latest(cur, gpu_rows: list[tuple], nic_rows: list[tuple]) -> None:
             f"SELECT {cols} FROM staged ORDER BY gpu_id "
             f"ON CONFLICT (gpu_id) DO UPDATE SET {updates} "
             "WHERE telemetry_gpulatest.ts <= EXCLUDED.ts")
-    if nics:
-        _copy(cur, "ingest_latest_nic", _LATEST_NIC_COLS, _LATEST_NIC_COPY_TYPES,
-              [(r[1], r[0], r[2], r[3]) for r in nics])
+    if nic:
+        _copy(cur, "ingest_latest_nic", _pick([nic[1], nic[0], *nic[2:]], _newest(nic),
+                                              _LATEST_NIC_COLS, _LATEST_NIC_COPY_TYPES))
         cur.execute(
             "WITH staged AS (DELETE FROM ingest_latest_nic RETURNING *) "
             "INSERT INTO telemetry_niclatest (nic_id, ts, rx_bytes_per_s, tx_bytes_per_s) "
