@@ -69,3 +69,37 @@ def test_several_stores_in_one_transaction_each_update_now(clean_samples):
         store_batch(validate_batch(batch(2, 100)))
         store_batch(validate_batch(batch(3, 50)))
     assert now_tables() == ({0: (120, 12.0), 1: (120, 13.0)}, {"mlx5_0:1": (120, 120.0)})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_updating_now_leaves_the_indexes_alone(clean_samples):
+    """Each flush rewrites every reporting GPU's "now" row: with room left on its page
+    (fillfactor, migration telemetry 0012) PostgreSQL updates it in place as a heap-only
+    tuple, adding no index entry, however many GPUs fill the table's pages."""
+    from django.db import connection
+
+    from clusterui.ingest.writer import store_batches
+
+    def stored(seq):
+        store_batches([validate_batch(node_batch(node=f"gpu-h{i:02d}", seq=seq, gpus=8,
+                                                 samples=1, start=START + 10 * seq))
+                       for i in range(40)])
+
+    def counters():
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_stat_force_next_flush()")
+        with connection.cursor() as cur:  # a new transaction: the flushed counters
+            cur.execute("SELECT pg_stat_clear_snapshot()")
+            cur.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                        "WHERE relname = 'telemetry_gpulatest'")
+            return cur.fetchone()
+
+    stored(1)  # 320 rows: several full pages at the default fillfactor
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_relation_size('telemetry_gpulatest') / 8192")
+        assert cur.fetchone()[0] >= 3
+    updated, hot = counters()
+    stored(2)
+    updated_after, hot_after = counters()
+    assert updated_after - updated == 320
+    assert hot_after - hot == 320  # every one of them in place
