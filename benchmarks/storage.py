@@ -225,7 +225,8 @@ def main() -> None:
               f"{days:g} d / {raw_days} d)")
     print(f"  all GPU telemetry tables  : "
           f"{sum(p * d / raw_days for _, p, d in steady):7.2f} bytes per GPU sample "
-          "(issue 17's target: <= 46.6, Prometheus on the rig's data)")
+          "(issue 17's target: no more than Prometheus on the same samples, which "
+          "benchmarks/storage_vs_peers.py measures beside it)")
     print()
     print(f"NIC samples ({nic_samples:,}, raw rows that stay) and their rollups "
           "(heap + TOAST + indexes)")
