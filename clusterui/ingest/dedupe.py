@@ -45,6 +45,22 @@ _PG_TS = "timestamptz '2000-01-01 00:00:00+00' + {} * interval '1 microsecond'"
 _US = "(extract(epoch FROM {} - timestamptz '2000-01-01 00:00:00+00') * 1000000)::int8"
 
 
+def _rows_of(section: str) -> property:
+    """A section's rows, made from its columns when first read; rows set (the duplicates
+    dropped) replace the columns."""
+    def get(self) -> list[tuple]:
+        rows = self._rows.get(section)
+        if rows is None:
+            rows = self._rows[section] = list(zip(*getattr(self, f"{section}_columns"),
+                                                  strict=True))
+        return rows
+
+    def put(self, rows: list[tuple]) -> None:
+        self._rows[section] = rows
+
+    return property(get, put)
+
+
 @dataclass
 class Pending:
     """One batch's rows in the flush, as the writer COPYs them: (PostgreSQL micros,
@@ -63,16 +79,6 @@ class Pending:
     dropped: Counter = field(default_factory=Counter)
     jobs: frozenset[int] = frozenset()  # the jobs the batch attributes samples to
     _rows: dict = field(default_factory=dict, repr=False)
-
-    def rows(self, section: str) -> list[tuple]:
-        rows = self._rows.get(section)
-        if rows is None:
-            rows = self._rows[section] = list(zip(*getattr(self, f"{section}_columns"),
-                                                  strict=True))
-        return rows
-
-    def set_rows(self, section: str, rows: list[tuple]) -> None:
-        self._rows[section] = rows
 
     def columns(self, section: str) -> list:
         """The section's columns as they are now (after any rows were dropped)."""
@@ -96,9 +102,9 @@ class Pending:
         columns = getattr(self, f"{section}_columns")
         return columns[0] if columns else ()
 
-    gpu = property(lambda self: self.rows("gpu"), lambda self, v: self.set_rows("gpu", v))
-    nic = property(lambda self: self.rows("nic"), lambda self, v: self.set_rows("nic", v))
-    job = property(lambda self: self.rows("job"), lambda self, v: self.set_rows("job", v))
+    gpu = _rows_of("gpu")
+    nic = _rows_of("nic")
+    job = _rows_of("job")
 
     @property
     def total_dropped(self) -> int:

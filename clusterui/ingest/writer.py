@@ -18,7 +18,7 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import chain, repeat
-from operator import is_, itemgetter
+from operator import is_
 
 import numpy as np
 import psycopg
@@ -29,7 +29,7 @@ from clusterui.fabric import store as fabric_store
 from clusterui.findings.late import LATE_LOCK_KEY
 from clusterui.gpuhealth.store import store_health
 from clusterui.ingest import dedupe, inventory_cache
-from clusterui.ingest.validate import Batch
+from clusterui.ingest.validate import Batch, row_time
 from clusterui.telemetry import nicrollup, partitions, pgcopy
 from clusterui.telemetry.metrics import (
     GPU_METRIC_NAMES,
@@ -99,7 +99,7 @@ def _span(batch: Batch) -> tuple[float | None, float | None]:
     for rows in (batch.gpu_rows, batch.nic_rows, batch.job_rows, batch.events):
         if not rows:
             continue
-        stamps = [r["ts"] for r in rows] if rows is batch.events else list(map(_TS, rows))
+        stamps = [r["ts"] for r in rows] if rows is batch.events else list(map(row_time, rows))
         a, b = min(stamps), max(stamps)
         lo = a if lo is None or a < lo else lo
         hi = b if hi is None or b > hi else hi
@@ -107,7 +107,6 @@ def _span(batch: Batch) -> tuple[float | None, float | None]:
 
 
 _DAY_S = 86_400
-_TS = itemgetter(0)
 _SECTIONS = (("gpu_samples", "gpu_rows"), ("nic_samples", "nic_rows"),
              ("job_samples", "job_rows"))
 
@@ -118,7 +117,7 @@ def _days(batches: list[Batch]) -> set[dt.date]:
     its rows are actually on, never every day in between."""
     days = set()
     for batch in batches:
-        stamps = list(chain.from_iterable(map(_TS, getattr(batch, attr)) for _s, attr in _SECTIONS))
+        stamps = list(chain.from_iterable(map(row_time, getattr(batch, attr)) for _s, attr in _SECTIONS))
         if not stamps:
             continue
         lo, hi = min(stamps), max(stamps)

@@ -102,10 +102,11 @@ ROLLUP_GAUGES = tuple(m.name for m in GPU_METRICS
                       if m.name not in ("throttle_reasons", "energy_j"))
 # The gauges whose lowest and highest sample the GPU rollups keep as well as their sum: the
 # bands the pages draw around a mean (the GPU page: all four; the node and job pages: SM
-# activity, else utilization). Of the other gauges the rollups keep the sum, which is what
-# the charts of a mean read (and of ROLLUP_PEAKS the max): the rest is read from the raw tier, kept
-# RAW_RETENTION_DAYS (``series.rollup_width``; an older range is refused, ``series``).
-# Keeping all three of every gauge cost 1.8 times the bytes (``benchmarks/storage.py``).
+# activity, else utilization). Of the other gauges the rollups keep the sum, which the charts
+# of a mean read (and of ROLLUP_PEAKS the max); their other extremes are read from the raw
+# tier, kept RAW_RETENTION_DAYS (``series.rollup_width``; an older range is refused). With
+# all three of every gauge the 1-minute rollup was 1.5 to 1.65 times its size now
+# (``benchmarks/storage.py``, ``benchmarks/storage_vs_peers.py``, docs/scaling.md).
 ROLLUP_EXTREMES = ("util_pct", "sm_active_pct", "power_w", "sm_clock_mhz")
 # ... and the gauges whose highest sample alone they keep besides the sum: a job's peak
 # memory per hour (the job rollups, ``packed._unpacked_rows``).

@@ -8,8 +8,8 @@ raw sample: ``benchmarks/storage.py`` prints the figures.
 A blob holds, per (bucket, job) of the hour (a job change inside a bucket splits it, as
 the row tables did): ``n`` samples, and for every gauge of ``ROLLUP_GAUGES`` the count of
 samples that reported it ``k``, their **sum**, and the max and min of the gauges whose
-bands the pages draw (``metrics.ROLLUP_EXTREMES``; the max alone of ``ROLLUP_PEAKS``); the OR of the clock-event bit
-masks; the energy counter's min, max and last. A sum, not a mean: each value is first made
+bands the pages draw (``metrics.ROLLUP_EXTREMES``; the max alone of ``ROLLUP_PEAKS``); the
+OR of the clock-event bit masks; the energy counter's min, max and last. A sum, not a mean: each value is first made
 an integer exactly as the raw chunk keeps it (``codec.PRECISION``: 0.01 %, 1 mW, the byte
 rates' float64 as q / 10**d), so the sum of a bucket is exact and the mean a reader derives
 (sum / k) is the mean of the very values the raw tier gives back, not a float4 of it.
@@ -177,12 +177,11 @@ def _encode(start, width, index, job, n, metrics) -> bytes:
     for name, aggs in STATS:
         k, d, values = metrics[name]
         cols.append(k)
-        if values:
+        if not values:
+            descr += bytes((2, d))
+        else:
             descr += bytes((sum(_LEFT_OUT.get(a, 0) for a in aggs if a not in values), d))
             aggs = tuple(a for a in aggs if a in values)
-        else:
-            descr += bytes((2, d))
-        if values:
             # Rows where no sample reported it repeat the previous value: a zero delta.
             has = k > 0
             pos = np.arange(len(k))

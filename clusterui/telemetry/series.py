@@ -128,10 +128,15 @@ def _check(start, end, metrics, known, step):
         raise SeriesError(f"step {step} s gives too many points for this range")
 
 
+def _stat(agg: str) -> str:
+    """The rollup aggregate a read with ``agg`` takes: a mean is a bucket's sum over its count."""
+    return "sum" if agg == "avg" else agg
+
+
 def _check_raw_only(start, metrics, agg) -> None:
     """The max or min of a gauge the rollups keep only the sum of (``rollupcodec.KEPT``)
     exists in the raw tier alone: a range starting before it would come back blank."""
-    stat = "sum" if agg == "avg" else agg
+    stat = _stat(agg)
     lacking = [m for m in metrics if m in ROLLUP_GAUGES and stat not in rollupcodec.KEPT[m]]
     days = settings.RAW_RETENTION_DAYS
     if lacking and timezone.now() - start > dt.timedelta(days=days):
@@ -241,7 +246,7 @@ def rollup_width(step: int, agg: str, metrics) -> int | None:
     raw data."""
     if step % 60:
         return None
-    stat = "sum" if agg == "avg" else agg
+    stat = _stat(agg)
     for m in metrics:
         if m in ROLLUP_GAUGES and stat in rollupcodec.KEPT[m]:
             continue
@@ -407,7 +412,7 @@ def _blob_partials(key, r: rollupcodec.RollupBlock, metrics, agg, first_ms, step
     keep = (r.bucket >= lo_ms) & (r.bucket < hi_ms)
     cols = [np.full(int(keep.sum()), key, np.float64),
             ((r.bucket[keep] - first_ms) // step_ms).astype(np.float64)]
-    stat = "sum" if agg == "avg" else agg
+    stat = _stat(agg)
     for m in metrics:
         cols += [r.stats[m][stat][keep].astype(np.float64), r.k[m][keep].astype(np.float64)]
     return np.column_stack(cols) if len(cols[0]) else np.zeros((0, len(cols)))
