@@ -429,9 +429,14 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
 
     Several batches of one node in a flush make one row (its newest description), sorted so
     that two consumers lock nodes in the same order. The nodes' rows are locked first
-    (``FOR UPDATE``, in id order) and their ``last_seen`` (data time: the newest sample
+    (in id order) and their ``last_seen`` (data time: the newest sample
     stored for the node) read as the mark, in PostgreSQL micros, that ``dedupe`` needs: a
     concurrent flush of the same node waits here and then sees this one's rows.
+
+    ``FOR NO KEY UPDATE`` (as for GPUs and jobs below), not ``FOR UPDATE``: rows of other
+    nodes' flushes that refer to these (a job whose origin node this is) take ``FOR KEY
+    SHARE`` in their foreign-key checks at commit, which ``FOR UPDATE`` would make wait for
+    this flush to end (``tests/ingest/test_flush_locks.py``).
     """
     newest: dict[tuple[str, str], tuple[dt.datetime, Batch, float | None]] = {}
     for batch, when in zip(batches, seen, strict=True):
@@ -445,21 +450,26 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
             newest[key] = (prev[0], prev[1], prev[2] if prev[2] is not None else interval)
     keys = sorted(newest)
     clusters = sorted({c for c, _n in keys})
+    # Inserted when new, never updated: an upsert that updated the row (to learn its id)
+    # would hold its lock to the end of the flush, and every other flush of the cluster
+    # would wait for this one.
     cur.execute(
         """
         INSERT INTO inventory_cluster (name, created_at)
         SELECT u.name, %s FROM unnest(%b::text[]) AS u(name)
-        ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING name, id
+        ON CONFLICT (name) DO NOTHING
         """,
         (received_at, clusters),
     )
+    cur.execute("SELECT name, id FROM inventory_cluster WHERE name = ANY(%b::text[])",
+                (clusters,))
     cluster_ids = dict(cur.fetchall())
     cur.execute(
         """
         SELECT n.cluster_id, n.name, n.last_seen, n.reported_at FROM inventory_node n
         JOIN unnest(%b::int[], %b::text[]) AS u(cluster, name)
           ON n.cluster_id = u.cluster AND n.name = u.name
-        ORDER BY n.id FOR UPDATE OF n
+        ORDER BY n.id FOR NO KEY UPDATE OF n
         """,
         ([cluster_ids[c] for c, _n in keys], [n for _c, n in keys]),
         binary=True,
@@ -665,7 +675,7 @@ def _upsert_gpus(cur, batch: Batch, node_id: int, cluster_id: int, seen_at, batc
         JOIN inventory_cluster c ON c.id = n.cluster_id
         WHERE g.uuid = ANY(%s::text[])
         ORDER BY g.uuid COLLATE "C"
-        FOR UPDATE OF g
+        FOR NO KEY UPDATE OF g
         """,
         ([batch.gpus[p]["uuid"] for p in positions],),
     )
@@ -834,7 +844,7 @@ def _upsert_jobs(cur, batch: Batch, cluster_id: int, node_id: int, gpu_ids: dict
           ON j.scheduler = u.sched AND j.external_id = u.ext
         WHERE j.cluster_id = %s
         ORDER BY j.scheduler COLLATE "C", j.external_id COLLATE "C"
-        FOR UPDATE OF j
+        FOR NO KEY UPDATE OF j
         """,
         ([j["scheduler"] for j in jobs], [j["id"] for j in jobs], cluster_id),
     )

@@ -90,7 +90,10 @@ def test_a_killed_single_consumer_recovers_its_own_messages_with_default_setting
     wait_for(lambda: stored("gpu-held") == {1}, timeout=60, what="the first batch")
     lock = psycopg.connect(database_url().replace("postgres://", "postgresql://", 1))
     try:
-        lock.execute("SELECT id FROM inventory_node WHERE name = 'gpu-held' FOR UPDATE")
+        # The lock a flush of gpu-held holds (flushes of the other nodes of its job do not
+        # wait on it: tests/ingest/test_flush_locks.py).
+        lock.execute("SELECT id FROM inventory_node WHERE name = 'gpu-held' "
+                     "FOR NO KEY UPDATE")
         # In flight together: good batches, the poison (its storing raises OverflowError),
         # and the held node's batch that blocks the flush until the kill.
         publish(*[node_batch(node=f"gpu-g{n}", seq=1, samples=2, start=START)
