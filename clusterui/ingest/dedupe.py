@@ -34,6 +34,7 @@ from clusterui.telemetry import codec
 GPU_REASON = "gpu_samples: duplicate of a stored sample (gpu, ts)"
 NIC_REASON = "nic_samples: duplicate of a stored sample (nic, ts)"
 JOB_REASON = "job_samples: duplicate of a stored sample (job, node, ts)"
+EVENT_REASON = "events: duplicate of a stored event (gpu, ts, kind, code, message)"
 
 _HOUR_US = 3_600_000_000
 # PostgreSQL's epoch (2000-01-01) in Unix microseconds: rows carry PostgreSQL micros.

@@ -65,7 +65,7 @@ class StoreResult:
     nic_samples: int = 0
     job_samples: int = 0
     rejected: int = 0
-    duplicates: int = 0  # samples already stored (another boot id, a resend): not stored
+    duplicates: int = 0  # samples and events already stored (another boot id, a resend)
 
 
 def _dt(ts: float | None) -> dt.datetime | None:
@@ -247,11 +247,13 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 ts, job, *values = zip(*batch.job_rows, strict=True)
                 j = [_pg_micros(ts), list(map(job_ids.__getitem__, job)),
                      [node_id] * len(ts), *values]
-            _insert_events(cur, batch, gpu_ids, batch_id)
+            events_stored_before = _insert_events(cur, batch, gpu_ids, batch_id)
             store_health(cur, batch.gpu_health, gpu_ids)
             span_us = _pg_micros([lo, hi]) if lo is not None else (None, None)
             pending.append(dedupe.Pending((batch.cluster, batch.node), node_id, *span_us,
                                           g, n, j, jobs=frozenset(job_ids.values())))
+            if events_stored_before:
+                pending[-1].dropped[dedupe.EVENT_REASON] += events_stored_before
             results.append(StoreResult(
                 batch_id=batch_id, duplicate=False, rejected=batch.rejected_total))
         # Rows stored before (another boot id, a resend) or twice in this flush are dropped.
@@ -759,6 +761,7 @@ def _upsert_gpus(cur, batch: Batch, node_id: int, cluster_id: int, seen_at, batc
             INSERT INTO telemetry_gpuevent (gpu_id, ts, kind, code, message, batch_id)
             SELECT u.gpu, %s, 'moved', NULL, left(u.msg, 512), %s
             FROM unnest(%s::bigint[], %s::text[]) AS u(gpu, msg)
+            ON CONFLICT ON CONSTRAINT gpuevent_identity_uniq DO NOTHING
             """,
             (seen_at, batch_id, [m[0] for m in moved], [m[1] for m in moved]),
         )
@@ -983,9 +986,11 @@ def _log_owner_changes(cur, jobs: list[dict], before: dict, stored: dict, node_i
         )
 
 
-def _insert_events(cur, batch: Batch, gpu_ids: dict[int, int], batch_id: int) -> None:
+def _insert_events(cur, batch: Batch, gpu_ids: dict[int, int], batch_id: int) -> int:
+    """Store the batch's events; return how many were stored before (a resend, a copy
+    earlier in this flush): those are not stored again."""
     if not batch.events:
-        return
+        return 0
     ev = batch.events
     cur.execute(
         """
@@ -993,10 +998,12 @@ def _insert_events(cur, batch: Batch, gpu_ids: dict[int, int], batch_id: int) ->
         SELECT u.gpu, u.ts, u.kind, u.code, u.msg, %s
         FROM unnest(%s::bigint[], %s::timestamptz[], %s::text[], %s::int[], %s::text[])
              AS u(gpu, ts, kind, code, msg)
+        ON CONFLICT ON CONSTRAINT gpuevent_identity_uniq DO NOTHING
         """,
         (batch_id, [gpu_ids[e["gpu"]] for e in ev], [_dt(e["ts"]) for e in ev],
          [e["kind"] for e in ev], [e["code"] for e in ev], [e["message"] for e in ev]),
     )
+    return len(ev) - cur.rowcount
 
 
 # The "now" tables are upserted from a temporary table filled by one binary COPY per

@@ -67,6 +67,13 @@ class GpuEvent(models.Model):
             # The node and job pages list a GPU's events over a time range.
             models.Index(fields=["gpu", "-ts"], name="gpuevent_gpu_ts_idx"),
         ]
+        constraints = [
+            # One stored copy of an event, whatever batch carried it (a spool resent under
+            # a new boot id): the writer inserts ON CONFLICT DO NOTHING and counts the
+            # rest as duplicates. An event without a code equals another without one.
+            models.UniqueConstraint(fields=["gpu", "ts", "kind", "code", "message"],
+                                    nulls_distinct=False, name="gpuevent_identity_uniq"),
+        ]
 
     def __str__(self):
         return f"{self.kind} {self.code or ''} on gpu {self.gpu_id} at {self.ts:%Y-%m-%d %H:%M:%S}"

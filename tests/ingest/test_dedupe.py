@@ -119,6 +119,40 @@ def test_a_job_on_two_nodes_keeps_each_nodes_rows():
     assert count("telemetry_jobsample") == 4
 
 
+def with_events(envelope: dict, *events: tuple) -> dict:
+    envelope["events"] = [{"ts": ts, "gpu": gpu, "kind": kind, "code": code,
+                           "message": message} for ts, gpu, kind, code, message in events]
+    return envelope
+
+
+XID = (START + 5.25, 3, "xid", 79, "GPU has fallen off the bus")
+LOST = (START + 12.5, 1, "gpu_lost", None, "")  # no code: NULLs are equal here too
+
+
+def events() -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute("SELECT g.index, e.kind, e.code, e.message FROM telemetry_gpuevent e "
+                    "JOIN inventory_gpu g ON g.id = e.gpu_id ORDER BY e.ts")
+        return cur.fetchall()
+
+
+def test_events_resent_under_a_new_boot_id_are_stored_once_and_counted():
+    """A collector restarted with a new boot id resends its spool: the Xid it reported is
+    one Xid, on the pages and in the findings' counts, not two."""
+    store(with_events(node_batch(boot_id="boot-a", samples=3, start=START), XID, LOST))
+    again = store(with_events(node_batch(boot_id="boot-b", samples=3, start=START), XID, LOST))
+    assert events() == [(3, "xid", 79, "GPU has fallen off the bus"), (1, "gpu_lost", None, "")]
+    assert again.duplicates == 24 + 3 + 3 + 2
+    assert logged("boot-b").duplicate_reasons[dedupe.EVENT_REASON] == 2
+    # The same flush twice, and a different event at the same time, on the same GPU.
+    other = (XID[0], 3, "xid", 48, "Double Bit ECC Error")
+    results = store_batches([validate_batch(with_events(
+        node_batch(boot_id=b, samples=3, start=START + 30), XID, other))
+        for b in ("boot-c", "boot-d")])
+    assert [r.duplicates for r in results] == [1, 24 + 3 + 3 + 2]
+    assert len(events()) == 3 and (3, "xid", 48, "Double Bit ECC Error") in events()
+
+
 def test_a_resend_of_an_hour_already_packed_is_not_stored_again():
     now = timezone.now()
     hour = compaction.floor_hour(now) - dt.timedelta(hours=2)
