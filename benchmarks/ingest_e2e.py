@@ -8,6 +8,7 @@ the machine is doing.
 
     python benchmarks/ingest_e2e.py [--batches 8000] [--celery-batches 1500] [--large 200]
     python benchmarks/ingest_e2e.py --bulk-only --samples 1 6 [--batches 2000]
+    python benchmarks/ingest_e2e.py --bulk-only --nodes 2000 --processes 2
 
 It uses its own database (``clusterui_bench``, or ``BENCH_DATABASE``) and Redis database 8
 (or ``BENCH_REDIS_DB``), and prints its figures. ``--signed`` signs every batch with a node
@@ -15,7 +16,11 @@ key as a collector does (``collectors.signing``: what this checkout's collector 
 that the server's signature check is part of the measurement. ``--bulk-only`` measures
 only the bulk consumer, on node batches of each ``--samples`` count of rows per GPU (1: 8
 GPU rows, 6: 48), with the load average: quick before/after comparisons of the writer (run
-this file against the old tree too, in the same session).
+this file against the old tree too, in the same session). ``--processes N`` runs
+``ingest_worker --processes N``; ``--nodes`` sets how many nodes the batches come from (at
+the default 500 every 500-message flush holds one batch of each, so concurrent consumers
+flush the same nodes; at 2,000 successive flushes hold different ones).
+``BENCH_WORKER_LOG=FILE`` appends the consumer's log there.
 """
 
 import argparse
@@ -58,10 +63,13 @@ def worker(extra: list[str]) -> subprocess.Popen:
     )
 
 
-def bulk_worker(_extra) -> subprocess.Popen:
+def bulk_worker(extra) -> subprocess.Popen:
+    # BENCH_WORKER_LOG: a file to append the consumer's log to (retries, lock waits).
+    log = open(os.environ["BENCH_WORKER_LOG"], "ab") if os.environ.get("BENCH_WORKER_LOG") \
+        else subprocess.DEVNULL
     return subprocess.Popen(
-        [sys.executable, "manage.py", "ingest_worker"], cwd=ROOT, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        [sys.executable, "manage.py", "ingest_worker", *extra], cwd=ROOT,
+        stdout=log, stderr=log, start_new_session=True,
     )
 
 
@@ -188,6 +196,12 @@ def main() -> None:
                         help="only the bulk consumer, on node batches of each --samples")
     parser.add_argument("--samples", type=int, nargs="+", default=[1],
                         help="with --bulk-only: rows per GPU of a node batch (8 GPUs)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="with --bulk-only: consumer processes (ingest_worker -c N)")
+    parser.add_argument("--nodes", type=int, default=500,
+                        help="with --bulk-only: nodes the batches come from (one warm-up "
+                             "batch each; at 500, every flush of 500 messages holds one "
+                             "batch of every node)")
     args = parser.parse_args()
     setup_database()
     import django
@@ -213,7 +227,8 @@ def main() -> None:
         return _queue_empty()
 
     if args.bulk_only:
-        return bulk_only(args.batches, args.samples, stored, fresh)
+        return bulk_only(args.batches, args.samples, stored, fresh, args.processes,
+                         args.nodes)
     rows = []
     # Node-sized: 500 nodes, one warm-up batch each, then n measured batches.
     n, nodes = args.celery_batches, 500
@@ -256,17 +271,21 @@ def main() -> None:
           ">= 0.5 of the COPY ceiling)")
 
 
-def bulk_only(n: int, samples: list[int], stored, fresh) -> None:
+def bulk_only(n: int, samples: list[int], stored, fresh, processes: int = 1,
+              nodes: int = 500) -> None:
     """The bulk consumer alone: 500 nodes (one warm-up batch each), then n batches of each
-    size; CPU ms per batch does not depend on the machine's load, batches/s does."""
-    nodes = 500
-    print(f"bulk consumer, {n} node batches per size after {nodes} warm-up ones "
-          f"(8 GPUs + 4 IB ports + 1 job; {ROOT})")
+    size; CPU ms per batch does not depend on the machine's load, batches/s does. With
+    ``processes`` above 1, ``ingest_worker --processes N`` (its CPU: the supervisor and
+    every consumer)."""
+    extra = ["--processes", str(processes)] if processes > 1 else []
+    print(f"bulk consumer, {processes} process(es), {n} node batches per size after {nodes} "
+          f"warm-up ones (8 GPUs + 4 IB ports + 1 job; {ROOT})")
     print(f"  {'GPU rows/batch':>14} {'batches/s':>10} {'CPU ms/batch':>13} {'load avg 1m':>12}")
     for k in samples:
         fresh()
         made = batches(nodes + n, samples=k, prefix=f"s{k}x", nodes=nodes)
-        wall, cpu = drain("clusterui.ingest", made, stored, warm=nodes, start=bulk_worker)
+        wall, cpu = drain("clusterui.ingest", made, stored, warm=nodes, start=bulk_worker,
+                          extra=extra)
         print(f"  {8 * k:14d} {n / wall:10.0f} {cpu / n * 1000:13.3f} "
               f"{os.getloadavg()[0]:12.2f}", flush=True)
 
