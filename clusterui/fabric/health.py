@@ -109,13 +109,18 @@ ORDER BY d.name, n.name
 """
 
 
-def ports(start: dt.datetime, end: dt.datetime, node_ids=None) -> list[PortHealth]:
-    """The ports heard from since ``start`` (all nodes, or ``node_ids``), with their error
-    increases in (start, end]."""
+def ports(start: dt.datetime, end: dt.datetime, node_ids=None, *, cluster: str = ""
+          ) -> list[PortHealth]:
+    """The ports heard from since ``start`` (all nodes, or ``node_ids``; of every cluster,
+    or the one named ``cluster``), with their error increases in (start, end]."""
     params = {"start": start, "end": end, "heard": start}
     node_filter = ""
     if node_ids is not None:
         node_filter, params["nodes"] = "AND n.node_id = ANY(%(nodes)s)", list(node_ids)
+    if cluster:
+        node_filter += (" AND d.cluster_id = (SELECT id FROM inventory_cluster "
+                        "WHERE name = %(cluster)s)")
+        params["cluster"] = cluster
     out = []
     with connection.cursor() as cur:
         cur.execute(_PORTS_SQL.format(node_filter=node_filter), params)

@@ -31,11 +31,16 @@ def scontrol_line(node: str, reason: str) -> str:
             f"reason={shlex.quote(reason)}")
 
 
-def drain_lines() -> list[DrainLine]:
+def drain_lines(cluster: str = "") -> list[DrainLine]:
+    """The nodes to drain (of every cluster, or the one named ``cluster``), by cluster and
+    name."""
     from clusterui.inventory.models import Node
 
     health = {n: h for n, h in node_health().items() if h.state == DRAIN}
-    nodes = Node.objects.filter(id__in=health).values_list("id", "cluster__name", "name")
+    nodes = Node.objects.filter(id__in=health)
+    if cluster:
+        nodes = nodes.filter(cluster__name=cluster)
+    nodes = nodes.values_list("id", "cluster__name", "name")
     lines = []
     for node_id, cluster, name in sorted(nodes, key=lambda r: (r[1], r[2])):
         reason = short_reason(health[node_id])

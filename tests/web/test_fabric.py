@@ -105,3 +105,22 @@ def test_pause_frames_and_a_pause_storm_are_shown_on_the_fabric_and_node_pages(c
     # No storm counter rose elsewhere: no storm shown for the InfiniBand node.
     html = client.get(reverse("node-detail", args=[fabric["erroring"].node_id])).content.decode()
     assert "pause storm" not in html
+
+
+def test_the_page_keeps_to_the_cluster_chosen_in_the_navigation(client_for, fabric):
+    now = timezone.now()
+    elsewhere = f.node("gpu-b001", gpus=1, nics=1, cluster_name="other")
+    PortLink.objects.create(nic=elsewhere.nics.get(), ts=now, link_state=1, phys_state=3,
+                            link_width=4, link_gbps=None, nominal_gbps=400.0,
+                            nominal_width=4, counters_saturated=0,
+                            active_seen=now - dt.timedelta(hours=1))  # down
+    client = client_for("bob")
+    every = client.get(reverse("fabric") + "?cluster=").context
+    assert every["total"] == 6 and every["ports"][0].node == "gpu-b001"
+    other = client.get(reverse("fabric") + "?cluster=other")
+    assert [p.node for p in other.context["ports"]] == ["gpu-b001"]
+    assert other.context["unhealthy"] == 1
+    assert "reporting in cluster <strong>other</strong>" in other.content.decode()
+    test = client.get(reverse("fabric") + "?cluster=test").context
+    assert test["total"] == 5 and "gpu-b001" not in {p.node for p in test["ports"]}
+    assert client.get(reverse("fabric")).context["total"] == 5  # kept in the session

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from clusterui.gpuhealth.drain import scontrol_line
 from clusterui.gpuhealth.models import GpuHealth
+from clusterui.inventory.models import Gpu, Node
 from tests import rows as f
 
 pytestmark = pytest.mark.django_db
@@ -88,3 +89,32 @@ def test_a_reason_is_one_printable_line_and_a_plain_name_stays_plain():
     assert line == ("scontrol update nodename=gpu-a001 state=drain "
                     "reason='GPU 0: row remapping failed (replace)'")
     assert shlex.split(scontrol_line("a\nb", "x"))[2] == "nodename=a\nb"
+
+
+def test_the_drain_list_keeps_to_the_chosen_cluster_and_gives_each_cluster_its_commands(
+        client_for, nodes):
+    """Two clusters with a node of the same name: each cluster's commands come in a block
+    of their own (run on that cluster's controller), and choosing a cluster in the
+    navigation keeps the page to it."""
+    now = timezone.now()
+    other = Node.objects.create(cluster=f.cluster("other"), name="gpu-a002", first_seen=now,
+                                last_seen=now)
+    gpu = Gpu.objects.create(node=other, uuid="GPU-other-a002-0", index=0, first_seen=now,
+                             last_seen=now)
+    health(gpu, remap_pending=False, remap_failure=True)
+    client = client_for("staff")
+    raw = client.get("/nodes/drain/?cluster=").content.decode()  # all clusters
+    blocks = {b.split('"')[0]: unescape(b.split('">', 1)[1].split("</pre>")[0])
+              for b in raw.split('data-cluster="')[1:]}
+    assert set(blocks) == {"test", "other"}
+    assert [shlex.split(x)[2] for x in blocks["other"].splitlines()] == ["nodename=gpu-a002"]
+    assert [shlex.split(x)[2] for x in blocks["test"].splitlines()] == [
+        f"nodename={HOSTILE}"]
+    assert "Run them on cluster other's Slurm controller" in unescape(raw)
+    raw = client.get("/nodes/drain/?cluster=other").content.decode()
+    assert 'data-cluster="test"' not in raw and "rm -rf" not in unescape(raw)
+    assert 'data-cluster="other"' in raw
+    # The choice stays in the session, as on the other pages.
+    assert 'data-cluster="test"' not in client.get("/nodes/drain/").content.decode()
+    raw = client.get("/nodes/drain/?cluster=test").content.decode()
+    assert 'data-cluster="other"' not in raw and 'data-cluster="test"' in raw

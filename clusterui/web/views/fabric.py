@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from clusterui.fabric import health
 from clusterui.inventory.models import Node
+from clusterui.web import cluster_choice
 
 SORTS = ("degradation", "errors")
 SHOWN = 200
@@ -25,7 +26,9 @@ def fabric(request):
     sort = request.GET.get("sort", "degradation")
     if sort not in SORTS:
         sort = "degradation"
-    ports = health.ports(start, end)
+    # The navigation's cluster (clusterui/web/cluster_choice.py), or every cluster.
+    cluster = cluster_choice.known(request)
+    ports = health.ports(start, end, cluster=cluster)
     if sort == "errors":
         ports.sort(key=lambda p: (p.error_total, p.badness()), reverse=True)
     else:
@@ -37,6 +40,7 @@ def fabric(request):
         "unhealthy": sum(1 for p in ports if p.down or p.degraded or p.erroring(threshold)),
         "threshold": threshold,
         "sort": sort,
+        "cluster": cluster,
         "window_h": settings.DETECTOR_WINDOW_S / 3600,
         "show_node": True,
         # As the other pages: generated data says so (the demo's ports are simulated).
