@@ -265,6 +265,35 @@ def test_a_researcher_sees_only_their_own_jobs(live_server, browser):
 
 
 
+def test_the_top_bar_fits_a_laptop_screen(live_server, browser):
+    """A staff member's top bar is the longest (two clusters' selector, the Ingest and Admin
+    links): at 1280 and 1024 px it wraps onto a second line rather than making every page
+    scroll sideways, and nothing in it is covered."""
+    from django.contrib.auth import get_user_model
+
+    from tests import rows as f
+
+    get_user_model().objects.create_user("admin", password=PASSWORD, is_staff=True)
+    f.node("gpu-a001", gpus=1)
+    f.node("gpu-b001", gpus=1, cluster_name="a-longer-cluster-name")
+    tour = Tour(browser, live_server.url, "admin")
+    for width in (1280, 1024):
+        tour.page.set_viewport_size({"width": width, "height": 800})
+        tour.visit("/fabric/")
+        overflow = tour.page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow == 0, f"at {width} px the page scrolls {overflow} px sideways"
+        bar = tour.page.locator("header.topbar").bounding_box()
+        for item in ("text=Sign out", "text=Alert emails", "nav >> text=Admin",
+                     "#cluster-picker"):
+            box = tour.page.locator(f"header.topbar >> {item}").bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, item, box)
+            assert bar["y"] <= box["y"] and box["y"] + box["height"] <= bar["y"] + bar["height"]
+        tour.shot(f"topbar-{width}")
+    assert tour.errors == []
+    tour.context.close()
+
+
 def test_history_and_trends_draw_from_the_rollups(live_server, browser):
     """A week of history, rolled up by compaction: the nodes x time heatmap and the usage
     trends draw in the browser, and a row of the heatmap opens its node."""
