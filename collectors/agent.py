@@ -60,7 +60,8 @@ class Agent:
         self.pods = None
         if config.kubelet_socket:
             self.pods = PodMap(config.kubelet_socket, config.kubelet_pods_url,
-                               config.kubelet_token_file, config.kubelet_ca_file)
+                               config.kubelet_token_file, config.kubelet_ca_file,
+                               config.kubelet_user_label)
         if config.gpu_source == "dcgm-exporter":
             log.info("GPU readings from dcgm-exporter at %s", config.dcgm_url)
             self.gpus = DcgmExporterSource(config.dcgm_url, clock)

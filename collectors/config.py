@@ -7,6 +7,7 @@ collector stops at start-up instead of sampling with a setting nobody asked for.
 from __future__ import annotations
 
 import dataclasses
+import re
 import socket
 import tomllib
 from collections.abc import Mapping
@@ -53,6 +54,11 @@ class Config:
     kubelet_pods_url: str = ""
     kubelet_token_file: str = ""
     kubelet_ca_file: str = ""
+    # The pod label (or annotation) that names the person a pod runs for, as the platform
+    # sets it (read from the kubelet's /pods): its value becomes the job's user, so the
+    # job is theirs on the pages and in the alert emails. Empty: Kubernetes jobs have no
+    # user (their namespace stands for the account).
+    kubelet_user_label: str = ""
     # The node's ingest key, as ``manage.py ingest_key derive CLUSTER NODE`` prints it
     # (``cuin1.…``: signs this node's batches only), or, while the server still allows it,
     # the cluster secret itself. Batches are signed with it (HMAC-SHA256) when set.
@@ -95,6 +101,9 @@ class Config:
         if self.kubelet_pods_url and not self.kubelet_socket:
             raise ConfigError("kubelet_pods_url: describes the pods kubelet_socket names; "
                               "set kubelet_socket too")
+        if self.kubelet_user_label and not self.kubelet_pods_url:
+            raise ConfigError("kubelet_user_label: is read from the kubelet's /pods; set "
+                              "kubelet_pods_url too")
 
     def signing_key(self) -> tuple[str, str] | None:
         """(key id, secret) to sign batches with, or None when batches go unsigned."""
@@ -198,6 +207,23 @@ def _http_url(name: str, value: Any) -> str:
     return text
 
 
+# A label (or annotation) key: an optional DNS-subdomain prefix and "/", then a name of at
+# most 63 characters, alphanumeric at both ends with "-", "_" and "." between (Kubernetes
+# docs, "Labels and Selectors", Syntax and character set).
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+
+
+def _label_key(name: str, value: Any) -> str:
+    text = _text(name, value)
+    prefix, slash, label = text.rpartition("/")
+    if not (_LABEL_NAME.fullmatch(label) and (
+            not slash or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)))):
+        raise ConfigError(f"{name}: must be a Kubernetes label key like "
+                          f"example.org/user or user, got {value!r}")
+    return text
+
+
 def _broker(name: str, value: Any) -> str:
     text = _text(name, value)
     if "://" not in text:
@@ -233,4 +259,5 @@ _PARSERS = {
     "kubelet_pods_url": lambda name, value: _http_url(name, value) if value else "",
     "kubelet_token_file": _optional_text,
     "kubelet_ca_file": _optional_text,
+    "kubelet_user_label": lambda name, value: _label_key(name, value) if value else "",
 }

@@ -63,6 +63,7 @@ class PodRef:
     owner_kind: str | None = None
     owner_name: str | None = None
     containers: tuple[str, ...] = field(default=(), compare=False)
+    user: str | None = None  # a label's or annotation's (``pods.user_of``)
 
 
 @dataclass(frozen=True)

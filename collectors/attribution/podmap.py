@@ -47,9 +47,10 @@ class PodMap:
     /pods (cached) for the pods' UIDs and owners when ``pods_url`` is set."""
 
     def __init__(self, socket_path: str, pods_url: str = "", token_file: str = "",
-                 ca_file: str = "") -> None:
+                 ca_file: str = "", user_label: str = "") -> None:
         self.client = PodResources(socket_path)
-        self.meta = KubeletPods(pods_url, token_file, ca_file) if pods_url else None
+        self.meta = KubeletPods(pods_url, token_file, ca_file,
+                                user_label=user_label) if pods_url else None
         if self.client.missing:
             log.warning("kubelet_socket is set but Kubernetes attribution cannot run: %s. "
                         "GPUs are attributed by process cgroups only (no idle allocated "
@@ -69,7 +70,7 @@ class PodMap:
             meta = self.meta.lookup(pod.namespace, pod.name)
             if meta is not None:
                 pod = replace(pod, uid=meta.uid, owner_kind=meta.owner_kind,
-                              owner_name=meta.owner_name)
+                              owner_name=meta.owner_name, user=meta.user)
             out[uuid] = pod
         return out
 

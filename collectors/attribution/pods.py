@@ -13,6 +13,10 @@ label"): such a ReplicaSet is reported as its Deployment. Other kinds (Job, Stat
 DaemonSet, a bare ReplicaSet, a custom resource) are reported as they are; a CronJob's
 Job stays a Job (only the API server knows its CronJob).
 
+A pod's user is the value of the label (or, failing that, the annotation) the
+configuration names (``kubelet_user_label``): Kubernetes has no field for whom a pod runs
+for; platforms record it in a label or annotation of their own.
+
 Optional (``kubelet_pods_url``): without it a pod is known by namespace and name. Read at
 most once per ``ttl`` seconds, and only when a pod is asked for that the last read did
 not list.
@@ -34,11 +38,30 @@ TIMEOUT_S = 3.0
 TTL_S = 30.0
 
 
+# The server refuses a job's user longer than this (clusterui/ingest/validate.py): a
+# longer label value is not taken for one.
+MAX_USER = 64
+
+
 @dataclass(frozen=True)
 class PodMeta:
     uid: str | None
     owner_kind: str | None
     owner_name: str | None
+    user: str | None = None
+
+
+def user_of(metadata: dict, key: str) -> str | None:
+    """The pod's user: the value of label ``key``, else of annotation ``key``; None when
+    neither is a non-empty string of at most MAX_USER characters."""
+    if not key:
+        return None
+    for field in ("labels", "annotations"):
+        values = metadata.get(field)
+        value = values.get(key) if isinstance(values, dict) else None
+        if isinstance(value, str) and value.strip() and len(value.strip()) <= MAX_USER:
+            return value.strip()
+    return None
 
 
 def owner_of(metadata: dict) -> tuple[str | None, str | None]:
@@ -55,8 +78,9 @@ def owner_of(metadata: dict) -> tuple[str | None, str | None]:
     return kind, name
 
 
-def parse_pod_list(doc) -> dict[tuple[str, str], PodMeta]:
-    """{(namespace, name): PodMeta} of a ``PodList``; items without both are skipped."""
+def parse_pod_list(doc, user_label: str = "") -> dict[tuple[str, str], PodMeta]:
+    """{(namespace, name): PodMeta} of a ``PodList``; items without both are skipped.
+    ``user_label``: the label or annotation naming a pod's user (``user_of``)."""
     out = {}
     items = doc.get("items") if isinstance(doc, dict) else None
     for item in items or []:
@@ -64,14 +88,16 @@ def parse_pod_list(doc) -> dict[tuple[str, str], PodMeta]:
         if not isinstance(meta, dict) or not meta.get("namespace") or not meta.get("name"):
             continue
         kind, name = owner_of(meta)
-        out[(meta["namespace"], meta["name"])] = PodMeta(meta.get("uid") or None, kind, name)
+        out[(meta["namespace"], meta["name"])] = PodMeta(meta.get("uid") or None, kind, name,
+                                                         user_of(meta, user_label))
     return out
 
 
 class KubeletPods:
     def __init__(self, url: str, token_file: str = "", ca_file: str = "",
-                 ttl: float = TTL_S, clock=time.monotonic) -> None:
+                 ttl: float = TTL_S, clock=time.monotonic, user_label: str = "") -> None:
         self.url = url
+        self.user_label = user_label
         self.token_file = token_file
         self.ca_file = ca_file
         self.ttl = ttl
@@ -98,7 +124,7 @@ class KubeletPods:
                 self._failing = True
             return
         self._failing = False
-        self._pods = parse_pod_list(doc)
+        self._pods = parse_pod_list(doc, self.user_label)
 
     def _fetch(self):
         request = urllib.request.Request(self.url, headers={"Accept": "application/json"})

@@ -19,7 +19,11 @@ Shapes and values, with their sources:
   (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/object-meta/);
   a Deployment's pod is owned by the ReplicaSet ``<deployment>-<pod-template-hash>`` and
   carries that label (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#pod-template-hash-label);
-  a Job's pod by the Job, with ``controller: true``.
+  a Job's pod by the Job, with ``controller: true``. Label and annotation keys follow the
+  documented syntax (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set);
+  ``USER_LABEL`` stands for whatever key a site's platform records a pod's user under (no
+  Kubernetes field says it): the trainer carries it as a label, the evaluation pod as an
+  annotation.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ MIG = "MIG-41b2c3d4-5e6f-5a7b-8c9d-0e1f2a3b4c5d"
 TRAINER_UID = "6b1f3c2e-0d4b-4e8f-9a6c-1b2d3e4f5a60"
 EVAL_UID = "0f9e8d7c-6b5a-4c3d-8e2f-1a0b9c8d7e6f"
 TRAINER = ("ml-team", "trainer-7d4b9c8f6-x2x9k")
+USER_LABEL = "example.org/user"
+TRAINER_USER, EVAL_USER = "alice", "bob"
 EVAL = ("research", "eval-28474560-qz7lp")
 
 TRAINER_CGROUP = (
@@ -119,9 +125,10 @@ def serve(socket_path, lister):
 
 
 def pod_list():
-    def item(namespace, name, uid, owner, labels=None):
+    def item(namespace, name, uid, owner, labels=None, annotations=None):
         return {"metadata": {"name": name, "namespace": namespace, "uid": uid,
-                             "labels": labels or {}, "ownerReferences": [owner]},
+                             "labels": labels or {}, "annotations": annotations or {},
+                             "ownerReferences": [owner]},
                 "spec": {"nodeName": "gpu-a017"}, "status": {"phase": "Running"}}
 
     return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [
@@ -129,12 +136,14 @@ def pod_list():
              {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "trainer-7d4b9c8f6",
               "uid": "e2a1b0c9-8d7e-4f6a-9b5c-4d3e2f1a0b9c", "controller": True,
               "blockOwnerDeletion": True},
-             {"app": "trainer", "pod-template-hash": "7d4b9c8f6"}),
+             {"app": "trainer", "pod-template-hash": "7d4b9c8f6",
+              USER_LABEL: TRAINER_USER}),
         item(*EVAL, EVAL_UID,
              {"apiVersion": "batch/v1", "kind": "Job", "name": "eval-28474560",
               "uid": "5c4b3a29-1807-4f6e-8d5c-4b3a29180706", "controller": True,
               "blockOwnerDeletion": True},
-             {"batch.kubernetes.io/job-name": "eval-28474560"}),
+             {"batch.kubernetes.io/job-name": "eval-28474560"},
+             {USER_LABEL: EVAL_USER}),
     ]}  # fmt: skip
 
 
@@ -171,9 +180,11 @@ class PodsServer:
         self.httpd.server_close()
 
 
-def collector_batch(tmp_path, now: float, *, owners: bool = True) -> dict:
+def collector_batch(tmp_path, now: float, *, owners: bool = True, user_label: str = ""
+                    ) -> dict:
     """One batch as the real collector builds it on a Kubernetes node at ``now``: its kubelet
-    as above (the /pods too when ``owners``), GPU 0 running the trainer's process."""
+    as above (the /pods too when ``owners``), GPU 0 running the trainer's process;
+    ``user_label``: the collector's ``kubelet_user_label``."""
     import shutil
     import tempfile
 
@@ -199,7 +210,8 @@ def collector_batch(tmp_path, now: float, *, owners: bool = True) -> dict:
                         procfs_root=roots["proc"], cgroup_root=roots["cgroup"],
                         job_map_dir=roots["jobmap"], kubelet_socket=sock,
                         kubelet_pods_url=pods.url if pods else "",
-                        kubelet_token_file=str(token))  # fmt: skip
+                        kubelet_token_file=str(token),
+                        kubelet_user_label=user_label if pods else "")  # fmt: skip
         agent = Agent(config, nvml=nvml, clock=lambda: now)
         agent.sample()
         batch = agent.build_batch()

@@ -13,7 +13,7 @@ from collectors.agent import Agent
 from collectors.attribution import JobAttributor
 from collectors.attribution.kubelet import Allocations, PodRef, PodResources
 from collectors.attribution.podmap import gpu_pods
-from collectors.attribution.pods import owner_of
+from collectors.attribution.pods import owner_of, user_of
 from collectors.config import Config, ConfigError
 from tests.collectors import kubelet_fixtures as k
 from tests.collectors.collector_fakes import FakeGpu, FakeNVML
@@ -93,7 +93,7 @@ def test_idle_allocated_gpus_are_attributed_to_their_pods(roots, sock, kubelet):
     assert kubelet.calls == ["List"]
 
 
-def _two_samples_with_pods(roots, sock, tmp_path, token_text):
+def _two_samples_with_pods(roots, sock, tmp_path, token_text, **settings):
     """(batch of two samples, the /pods server) with the kubelet's /pods (which takes
     "s3cret-token") read with ``token_text``."""
     token = tmp_path / "token"
@@ -101,7 +101,7 @@ def _two_samples_with_pods(roots, sock, tmp_path, token_text):
     pods = k.PodsServer("s3cret-token", k.pod_list())
     try:
         agent, clock = make_agent(roots, sock, kubelet_pods_url=pods.url,
-                                  kubelet_token_file=str(token))
+                                  kubelet_token_file=str(token), **settings)
         agent.sample()
         clock.t += 10
         agent.sample()
@@ -121,6 +121,43 @@ def test_kubelet_pods_give_uid_and_owning_workload(roots, sock, kubelet, tmp_pat
     assert (evaluation["owner_kind"], evaluation["owner_name"]) == ("Job", "eval-28474560")
     assert (evaluation["namespace"], evaluation["pod"]) == k.EVAL
     assert pods.requests == 1  # cached: every pod asked for was in the first answer
+    assert trainer["user"] is None and evaluation["user"] is None  # no user label set
+
+
+def test_the_configured_label_or_annotation_names_a_pods_user(roots, sock, kubelet, tmp_path):
+    batch, _ = _two_samples_with_pods(roots, sock, tmp_path, "s3cret-token",
+                                      kubelet_user_label=k.USER_LABEL)
+    _, jobs = owners(batch)
+    assert jobs[k.TRAINER_UID]["user"] == k.TRAINER_USER  # from the pod's label
+    assert jobs[k.EVAL_UID]["user"] == k.EVAL_USER  # from the pod's annotation
+
+
+def test_a_user_is_a_short_non_empty_string_label_first():
+    def meta(labels=None, annotations=None):
+        return {"labels": labels or {}, "annotations": annotations or {}}
+
+    key = "example.org/user"
+    assert user_of(meta({key: " carol "}, {key: "dave"}), key) == "carol"
+    assert user_of(meta({key: ""}, {key: "dave"}), key) == "dave"
+    assert user_of(meta({key: "x" * 65}), key) is None  # the server's limit is 64
+    assert user_of(meta({key: "x" * 64}), key) == "x" * 64
+    assert user_of(meta(annotations={key: ["dave"]}), key) is None
+    assert user_of({"labels": None}, key) is None and user_of(meta({key: "a"}), "") is None
+
+
+@pytest.mark.parametrize("key", ["user", "example.org/user", "a.b-c/U_s.e-r9"])
+def test_a_user_label_key_is_checked_as_kubernetes_defines_one(key):
+    settings = {"CLUSTERUI_KUBELET_SOCKET": "/s",
+                "CLUSTERUI_KUBELET_PODS_URL": "https://127.0.0.1:10250/pods"}
+    config = Config.load(None, {**settings, "CLUSTERUI_KUBELET_USER_LABEL": key})
+    assert config.kubelet_user_label == key
+    for bad in ("-user", "user-", "Example.org/user", "a/b/c", "/user", "x" * 64,
+                "u ser", f"{'a' * 254}/user"):
+        with pytest.raises(ConfigError, match="^kubelet_user_label: must be a Kubernetes label key"):
+            Config.load(None, {**settings, "CLUSTERUI_KUBELET_USER_LABEL": bad})
+    with pytest.raises(ConfigError, match="^kubelet_user_label: .*set kubelet_pods_url"):
+        Config.load(None, {"CLUSTERUI_KUBELET_SOCKET": "/s",
+                           "CLUSTERUI_KUBELET_USER_LABEL": key})
 
 
 def test_a_pod_keeps_its_id_and_ends_when_the_kubelet_drops_it(roots, sock, kubelet):

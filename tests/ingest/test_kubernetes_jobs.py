@@ -28,6 +28,26 @@ def test_pods_land_with_namespace_pod_and_owner(clean_samples, tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_pods_user_label_makes_the_job_its_users(clean_samples, tmp_path):
+    """With ``kubelet_user_label`` the pod's label (or annotation) is the job's user: the
+    job is on that user's jobs page and no one else's (docs/operations.md, "Who sees
+    which jobs"), as a Slurm job is its submitter's."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    ingest_envelope(k.collector_batch(tmp_path, time.time(), user_label=k.USER_LABEL))
+    trainer = Job.objects.get(external_id=k.TRAINER_UID)
+    evaluation = Job.objects.get(external_id=k.EVAL_UID)
+    assert (trainer.user, evaluation.user) == (k.TRAINER_USER, k.EVAL_USER)
+    alice = get_user_model().objects.create_user(k.TRAINER_USER, password="pw")
+    assert list(Job.objects.visible_to(alice)) == [trainer]
+    web = Client()
+    web.force_login(alice)
+    page = web.get("/jobs/").content.decode()
+    assert f"/jobs/{trainer.pk}/" in page and f"/jobs/{evaluation.pk}/" not in page
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_later_report_without_the_owner_keeps_it(clean_samples, tmp_path):
     now = time.time()
     ingest_envelope(k.collector_batch(tmp_path / "a", now - 20))
