@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +25,12 @@ def database_url() -> str:
     host = s.get("HOST") or "127.0.0.1"
     port = s.get("PORT") or 5432
     return f"postgres://{user}{password}@{host}:{port}/{s['NAME']}"
+
+
+def connect(**kwargs) -> psycopg.Connection:
+    """A session of its own on the test database, beside Django's (to hold a lock, to watch
+    ``pg_stat_activity``)."""
+    return psycopg.connect(database_url().replace("postgres://", "postgresql://", 1), **kwargs)
 
 
 def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition"):

@@ -6,9 +6,9 @@ so the writer checks the rows themselves, cheaply:
 
 * **The node's data high-water mark.** ``inventory_node.last_seen`` is the newest data time
   ever stored for the node (the writer only ever raises it, to each batch's newest sample).
-  The writer reads it ``FOR NO KEY UPDATE`` at the start of the flush (``writer._upsert_nodes``):
-  consumers storing batches of the same node serialise on that row and each sees the
-  other's commit. A row newer than the mark cannot duplicate anything stored: the live
+  The writer reads it ``FOR NO KEY UPDATE`` at the start of the flush
+  (``writer._upsert_nodes``): consumers storing batches of the same node serialise on that
+  row and each sees the other's commit. A row newer than the mark cannot duplicate anything stored: the live
   case, which costs one comparison per *batch* (its oldest sample against the mark).
 * **Late rows** (at or before the mark: spool replays, resends) are looked up in the
   stored rows with one statement per table per flush, per (device, hour) a range scan of

@@ -430,10 +430,10 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
     that were silent by arrival until this flush).
 
     Several batches of one node in a flush make one row (its newest description), sorted so
-    that two consumers lock nodes in the same order. The nodes' rows are locked first
-    (in id order) and their ``last_seen`` (data time: the newest sample
-    stored for the node) read as the mark, in PostgreSQL micros, that ``dedupe`` needs: a
-    concurrent flush of the same node waits here and then sees this one's rows.
+    that two consumers lock nodes in the same order. The nodes' rows are locked first (in
+    id order) and their ``last_seen`` (data time: the newest sample stored for the node)
+    read as the mark, in PostgreSQL micros, that ``dedupe`` needs: a concurrent flush of
+    the same node waits here and then sees this one's rows.
 
     ``FOR NO KEY UPDATE`` (as for GPUs and jobs below), not ``FOR UPDATE``: rows of other
     nodes' flushes that refer to these (a job whose origin node this is) take ``FOR KEY
@@ -463,6 +463,8 @@ def _upsert_nodes(cur, batches: list[Batch], seen: list[dt.datetime], received_a
         """,
         (received_at, clusters),
     )
+    # The ids by a statement of their own: one read with the insert would not see a row a
+    # concurrent flush committed while this one waited on it.
     cur.execute("SELECT name, id FROM inventory_cluster WHERE name = ANY(%b::text[])",
                 (clusters,))
     cluster_ids = dict(cur.fetchall())

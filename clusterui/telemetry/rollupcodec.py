@@ -9,10 +9,11 @@ A blob holds, per (bucket, job) of the hour (a job change inside a bucket splits
 the row tables did): ``n`` samples, and for every gauge of ``ROLLUP_GAUGES`` the count of
 samples that reported it ``k``, their **sum**, and the max and min of the gauges whose
 bands the pages draw (``metrics.ROLLUP_EXTREMES``; the max alone of ``ROLLUP_PEAKS``); the
-OR of the clock-event bit masks; the energy counter's min, max and last. A sum, not a mean: each value is first made
-an integer exactly as the raw chunk keeps it (``codec.PRECISION``: 0.01 %, 1 mW, the byte
-rates' float64 as q / 10**d), so the sum of a bucket is exact and the mean a reader derives
-(sum / k) is the mean of the very values the raw tier gives back, not a float4 of it.
+OR of the clock-event bit masks; the energy counter's min, max and last. A sum, not a mean:
+each value is first made an integer exactly as the raw chunk keeps it (``codec.PRECISION``:
+0.01 %, 1 mW, the byte rates' float64 as q / 10**d), so the sum of a bucket is exact and
+the mean a reader derives (sum / k) is the mean of the very values the raw tier gives
+back, not a float4 of it.
 
 Layout (little-endian)::
 

@@ -59,8 +59,9 @@ def user_of(metadata: dict, key: str) -> str | None:
     for field in ("labels", "annotations"):
         values = metadata.get(field)
         value = values.get(key) if isinstance(values, dict) else None
-        if isinstance(value, str) and value.strip() and len(value.strip()) <= MAX_USER:
-            return value.strip()
+        user = value.strip() if isinstance(value, str) else ""
+        if user and len(user) <= MAX_USER:
+            return user
     return None
 
 

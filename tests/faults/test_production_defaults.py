@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import psycopg
 import pytest
 import redis as redis_lib
 
@@ -21,7 +20,7 @@ from clusterui.ingest import deadletter
 from clusterui.ingest.models import IngestBatch
 from tests.factories import node_batch, recent_start
 from tests.faults.harness import QueueWatch, held, record
-from tests.services import ROOT, PrivateRedis, Worker, database_url, publish, wait_for
+from tests.services import ROOT, PrivateRedis, Worker, connect, publish, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -53,8 +52,7 @@ def production_defaults() -> dict:
 
 
 def blocked_ingests() -> int:
-    with psycopg.connect(database_url().replace("postgres://", "postgresql://", 1),
-                         autocommit=True) as conn:
+    with connect(autocommit=True) as conn:
         return conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
             # The flush locks its nodes' rows first (SELECT ... FOR UPDATE, the dedupe
@@ -64,8 +62,7 @@ def blocked_ingests() -> int:
 
 def sessions() -> list[tuple]:
     """The database's other sessions: state, what they wait on, their statement."""
-    with psycopg.connect(database_url().replace("postgres://", "postgresql://", 1),
-                         autocommit=True) as conn:
+    with connect(autocommit=True) as conn:
         return conn.execute(
             "SELECT state, wait_event_type, wait_event, left(query, 120) "
             "FROM pg_stat_activity WHERE datname = current_database() "
@@ -88,7 +85,7 @@ def test_a_killed_single_consumer_recovers_its_own_messages_with_default_setting
     first = make_worker(kind="bulk", extra_env=env)
     publish(node_batch(node="gpu-held", seq=1, samples=2, start=START))
     wait_for(lambda: stored("gpu-held") == {1}, timeout=60, what="the first batch")
-    lock = psycopg.connect(database_url().replace("postgres://", "postgresql://", 1))
+    lock = connect()
     try:
         # The lock a flush of gpu-held holds (flushes of the other nodes of its job do not
         # wait on it: tests/ingest/test_flush_locks.py).

@@ -11,7 +11,6 @@ Real PostgreSQL, the real writer, two database sessions.
 
 import threading
 
-import psycopg
 import pytest
 from django.db import connection
 
@@ -21,7 +20,7 @@ from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batches
 from clusterui.telemetry import partitions
 from tests.factories import node_batch, recent_start
-from tests.services import database_url, wait_for
+from tests.services import connect, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,16 +35,11 @@ def _forget_caches(clean_samples):
     partitions.forget_known()
 
 
-def _connect():
-    return psycopg.connect(database_url().replace("postgres://", "postgresql://", 1))
-
-
 def _waiting_on_gpus() -> bool:
-    with _connect() as conn:
-        conn.autocommit = True
+    with connect(autocommit=True) as conn:
         return conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query LIKE '%%FROM inventory_gpu g%%'").fetchone()[0] == 1
+            "AND query LIKE '%FROM inventory_gpu g%'").fetchone()[0] == 1
 
 
 def _stored(node: str) -> set[int]:
@@ -58,7 +52,7 @@ def test_a_flush_of_another_node_of_the_job_does_not_wait_for_the_origin_nodes_f
                                              start=START))])
     # A flush of gpu-origin, stalled after it locked its node: the test holds its GPU rows,
     # which the flush locks next.
-    gpus = _connect()
+    gpus = connect()
     gpus.execute("SELECT g.id FROM inventory_gpu g JOIN inventory_node n ON n.id = g.node_id "
                  "WHERE n.name = 'gpu-origin' FOR UPDATE OF g")
     errors: list[BaseException] = []

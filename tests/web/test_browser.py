@@ -268,7 +268,7 @@ def test_a_researcher_sees_only_their_own_jobs(live_server, browser):
 def test_the_top_bar_fits_a_laptop_screen(live_server, browser):
     """A staff member's top bar is the longest (two clusters' selector, the Ingest and Admin
     links): at 1280 and 1024 px it wraps onto a second line rather than making every page
-    scroll sideways, and nothing in it is covered."""
+    scroll sideways, and every link stays inside it and on the screen."""
     from django.contrib.auth import get_user_model
 
     from tests import rows as f
