@@ -16,6 +16,9 @@ ALL_LINKS = 0xFFFFFFFF
 
 PCIE_TX_BYTES = 197  # NVML_FI_DEV_PCIE_COUNT_TX_BYTES, cumulative bytes, may wrap
 PCIE_RX_BYTES = 198
+PCIE = ("pcie_tx", "pcie_rx")
+PCIE_UTIL_TX_BYTES = 0  # nvmlPcieUtilCounter_t for nvmlDeviceGetPcieThroughput (KB/s, 20 ms)
+PCIE_UTIL_RX_BYTES = 1
 NVLINK_TX_KIB = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, cumulative KiB
 NVLINK_RX_KIB = 139
 NVLINK_SPEED_MBPS_COMMON = 90
@@ -31,6 +34,10 @@ COUNTERS = (
 )
 
 _VALUE_ATTR = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+# Value types narrower than 64 bits: a cumulative counter of that type wraps. NVML's PCIe
+# byte counters (197/198) came back as uiVal on a real H200 and wrapped several times a
+# second under load, so no rate over a tick can be taken from them.
+NARROW_TYPES = frozenset({1, 5, 6})
 
 
 def field_value(entry) -> float | int | None:
@@ -41,11 +48,13 @@ def field_value(entry) -> float | int | None:
     return getattr(entry.value, attr)
 
 
-def read_fields(probe, handle, wanted: list[tuple[str, int, int]]) -> dict[str, float | int]:
+def read_fields(probe, handle, wanted: list[tuple[str, int, int]],
+                types: dict[str, int] | None = None) -> dict[str, float | int]:
     """Read ``[(name, field id, scope)]`` in one call; unsupported names are cached.
 
     Returns only the names that answered. Each entry's ``nvmlReturn`` is checked: the call
-    as a whole succeeds when any one field does.
+    as a whole succeeds when any one field does. ``types``, when given, receives each
+    answered name's ``valueType``.
     """
     wanted = [w for w in wanted if probe.supported("field:" + w[0])]
     if not wanted or not probe.supported("field_values"):
@@ -65,6 +74,8 @@ def read_fields(probe, handle, wanted: list[tuple[str, int, int]]) -> dict[str, 
             value = field_value(entry)
             if value is not None:
                 out[name] = value
+                if types is not None:
+                    types[name] = int(entry.valueType)
             continue
         kind = classify_code(ret)
         if kind == PERMANENT:

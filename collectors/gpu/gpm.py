@@ -1,19 +1,37 @@
-"""GPU Performance Monitoring (Hopper and newer): SM, tensor and DRAM activity.
+"""GPU Performance Monitoring (Hopper and newer): SM, tensor and DRAM activity, PCIe traffic.
 
-Each tick fills a fresh GPM sample and computes the metrics over (previous, new).
+Each tick fills a fresh GPM sample and computes the metrics over (previous, new). PCIe
+traffic comes from here where GPM has it, not from NVML's cumulative PCIe fields 197/198:
+on a real H200 (driver 580.159.04) those are 32-bit (``uiVal``) and wrapped about seven
+times a second under a 27.5 GB/s copy, so a rate over a 10 s tick is undefined, while
+GPM's metrics 20/21 read 30,000 / 28,500 MiB/s over the same windows
+(``docs/collector.md``, "PCIe traffic").
 """
 
 from __future__ import annotations
 
-from collectors.gpu.errors import NVML_SUCCESS
+import logging
+
+from collectors.gpu.errors import NVML_SUCCESS, PERMANENT, classify_code
+
+log = logging.getLogger(__name__)
 
 SM_ACTIVE = 2  # NVML_GPM_METRIC_SM_UTIL
 TENSOR_ACTIVE = 5  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
 DRAM_ACTIVE = 10  # NVML_GPM_METRIC_DRAM_BW_UTIL
+PCIE_TX = 20  # NVML_GPM_METRIC_PCIE_TX_PER_SEC: MiB/s from this GPU
+PCIE_RX = 21  # NVML_GPM_METRIC_PCIE_RX_PER_SEC: MiB/s to this GPU
+MIB = 1048576.0
+# (field, metric id, scale to the field's unit)
 METRICS = (
-    ("sm_active_pct", SM_ACTIVE),
-    ("tensor_active_pct", TENSOR_ACTIVE),
-    ("dram_active_pct", DRAM_ACTIVE),
+    ("sm_active_pct", SM_ACTIVE, 1.0),
+    ("tensor_active_pct", TENSOR_ACTIVE, 1.0),
+    ("dram_active_pct", DRAM_ACTIVE, 1.0),
+)
+# The whole GPU's PCIe link: read on GPUs, not on MIG instances (their parent's rows have it).
+PCIE_METRICS = (
+    ("pcie_tx_bytes_per_s", PCIE_TX, MIB),
+    ("pcie_rx_bytes_per_s", PCIE_RX, MIB),
 )
 
 
@@ -28,6 +46,10 @@ class GpmReader:
         self.probe = probe
         self.handle = handle
         self.gpu_instance_id = gpu_instance_id
+        self.metrics = METRICS if gpu_instance_id is not None else METRICS + PCIE_METRICS
+        # Whether this GPU's PCIe rates come from here: until GPM says a PCIe metric is
+        # not supported (then the source falls back to NVML's PCIe readings).
+        self.pcie = gpu_instance_id is None
         self.enabled = False
         self._prev = None
         self._next = None
@@ -47,6 +69,8 @@ class GpmReader:
     def disabled(cls) -> GpmReader:
         reader = cls.__new__(cls)
         reader.enabled = False
+        reader.pcie = False
+        reader.metrics = ()
         reader._prev = reader._next = None
         return reader
 
@@ -75,20 +99,31 @@ class GpmReader:
             return {}
         request = make_request()
         request.version = self.nvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(METRICS)
+        request.numMetrics = len(self.metrics)
         request.sample1 = first
         request.sample2 = second
-        for i, (_, metric_id) in enumerate(METRICS):
+        for i, (_, metric_id, _) in enumerate(self.metrics):
             request.metrics[i].metricId = metric_id
         result = self.probe.call("gpm", "nvmlGpmMetricsGet", request)
         if result is None:
             return {}
         out = {}
-        for i, (name, _) in enumerate(METRICS):
-            metric = result.metrics[i]
-            if int(metric.nvmlReturn) == NVML_SUCCESS:
-                out[name] = float(metric.value)
+        for i, (name, metric_id, scale) in enumerate(self.metrics):
+            ret = int(result.metrics[i].nvmlReturn)
+            if ret == NVML_SUCCESS:
+                out[name] = float(result.metrics[i].value) * scale
+            elif metric_id in (PCIE_TX, PCIE_RX) and classify_code(ret) == PERMANENT:
+                self._no_pcie(ret)
         return out
+
+    def _no_pcie(self, ret: int) -> None:
+        """GPM has no PCIe metrics on this GPU: stop asking, and let the source read PCIe
+        from NVML's fields."""
+        if self.pcie:
+            self.pcie = False
+            self.metrics = tuple(m for m in self.metrics if m[1] not in (PCIE_TX, PCIE_RX))
+            log.info("%s: GPM has no PCIe metrics (nvmlReturn %d); PCIe from NVML's fields",
+                     self.probe.label, ret)
 
     def close(self) -> None:
         for sample in (self._prev, self._next):

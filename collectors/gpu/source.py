@@ -243,14 +243,33 @@ class GpuSource:
         energy = p.call("energy", "nvmlDeviceGetTotalEnergyConsumption", h)
         values["energy_j"] = None if energy is None else energy / 1000.0
         values.update(gpu.gpm.read() if gpu.gpm.enabled else {})
-        counters = fields.read_fields(p, h, [(n, f, s) for n, f, s, _ in fields.COUNTERS])
-        for name, _fid, _scope, unit in fields.COUNTERS:
+        self._read_links(gpu, ts, values)
+        return {k: v for k, v in values.items() if v is not None}
+
+    def _read_links(self, gpu: _Gpu, ts: float, values: dict) -> None:
+        """PCIe and NVLink byte rates. PCIe comes from GPM where it has it (filled in
+        ``values`` already); else from the cumulative fields when they are 64-bit; else,
+        as those wrap within a tick, from NVML's 20 ms throughput reading (a snapshot, not
+        the tick's average: ``docs/collector.md``, "PCIe traffic")."""
+        p, h = gpu.probe, gpu.handle
+        pcie_from_gpm = gpu.gpm.enabled and gpu.gpm.pcie
+        wanted = [c for c in fields.COUNTERS if not (pcie_from_gpm and c[0] in fields.PCIE)]
+        types: dict[str, int] = {}
+        counters = fields.read_fields(p, h, [(n, f, s) for n, f, s, _ in wanted], types)
+        for name, _fid, _scope, unit in wanted:
             raw = counters.get(name)
+            if name in fields.PCIE and types.get(name) in fields.NARROW_TYPES:
+                values[name + "_bytes_per_s"] = self._pcie_throughput(p, h, name)
+                continue
             rate = self._rates.update(
                 (gpu.info.uuid, name), ts, None if raw is None else raw * unit
             )
             values[name + "_bytes_per_s"] = rate
-        return {k: v for k, v in values.items() if v is not None}
+
+    def _pcie_throughput(self, p: Probe, h, name: str) -> float | None:
+        counter = fields.PCIE_UTIL_TX_BYTES if name == "pcie_tx" else fields.PCIE_UTIL_RX_BYTES
+        kb_per_s = p.call("pcie_throughput", "nvmlDeviceGetPcieThroughput", h, counter)
+        return None if kb_per_s is None else float(kb_per_s) * 1000.0
 
     def _read_mig_values(self, gpu: _Gpu) -> dict:
         """A MIG instance's own readings: memory always, utilization where NVML gives it

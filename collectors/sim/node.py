@@ -346,6 +346,20 @@ class SimNode:
             out.append((self._idle[gpu], cursor, b))
         return out
 
+    def pcie_rate(self, gpu: int, tx: bool, window: float) -> float:
+        """The GPU's PCIe bytes per second over the last ``window`` seconds: what the
+        counters below integrate (the GPU's own traffic and its share of the InfiniBand
+        DMA), as an instantaneous reading."""
+        b = self.now
+        a = b - window
+        ib_share = IB_BYTES_PER_S / self.gpus_per_port() if self.ib_ports else 0.0
+        total = 0.0
+        for beh, u, v in self._segments(gpu, a, b):
+            ib = beh.ib.integral(u, v) * ib_share
+            total += (beh.pcie_tx.integral(u, v) + ib if tx
+                      else beh.pcie_rx.integral(u, v) + ib * 0.99)
+        return total / window
+
     def _integrate(self, a: float, b: float) -> None:
         nvl_cap = self.model.nvlink_bytes_per_s
         ib_share = IB_BYTES_PER_S / self.gpus_per_port()

@@ -21,6 +21,7 @@ from collectors.sim.hardware import DRIVER_VERSION
 from collectors.sim.node import SimNode, XidEvent
 
 _ALL_LINKS = 0xFFFFFFFF
+PCIE_WINDOW_S = 0.02  # nvmlDeviceGetPcieThroughput's sample window (docs/collector.md)
 
 # Helpers of pynvml that need no library and may be used as they are.
 _PASSTHROUGH = {
@@ -284,15 +285,11 @@ class SimNVML:
     nvmlDeviceGetCurrentClocksThrottleReasons = nvmlDeviceGetCurrentClocksEventReasons
 
     def nvmlDeviceGetPcieThroughput(self, handle, counter) -> int:
-        """KB/s over a short window (here the last second of the model)."""
+        """KB/s over the last 20 ms, as NVML's own: the same traffic the counters and GPM
+        integrate, at that instant."""
         dev = self._dev(handle)
-        p = self.node.placement_of_gpu(dev.index)
-        if p is None:
-            return 200
-        b = p.behaviours[p.gpus.index(dev.index)]
-        t = self.node.now - p.job.start
-        wave = b.pcie_tx if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else b.pcie_rx
-        return int(wave.mean(t - 1.0, t) / 1000)
+        tx = counter == pynvml.NVML_PCIE_UTIL_TX_BYTES
+        return int(self.node.pcie_rate(dev.index, tx, PCIE_WINDOW_S) / 1000)
 
     # -- counters through field values -----------------------------------------------
 
@@ -312,10 +309,11 @@ class SimNVML:
             v.fieldId, v.scopeId, v.timestamp, v.latencyUsec = field_id, scope, now_us, 0
             v.nvmlReturn = pynvml.NVML_SUCCESS
             kind, value = None, None
+            # 32 bits wide and wrapping, as a real H200 gave them (collectors/gpu/gpm.py).
             if field_id == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
-                kind, value = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, int(c.pcie_tx)
+                kind, value = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, int(c.pcie_tx) % 2**32
             elif field_id == pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
-                kind, value = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, int(c.pcie_rx)
+                kind, value = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, int(c.pcie_rx) % 2**32
             elif not nvlink:
                 pass
             elif field_id in (

@@ -31,6 +31,7 @@ class FakeGpu:
             "fields": {197: (3, 0), 198: (3, 0), 138: (3, 0), 139: (3, 0),
                        91: (1, 18), 90: (1, 25_000)},
             "gpm": None,  # dict metric id -> value when GPM is supported
+            "pcie_kbps": (1_500_000, 2_500_000),  # nvmlDeviceGetPcieThroughput (tx, rx)
         }  # fmt: skip
         self.values.update(values)
         self.errors = {}  # nvml function name -> exception instance (raised every call)
@@ -153,6 +154,10 @@ class FakeNVML:
             attr = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal"}[value_type]
             setattr(entry.value, attr, value)
         return out
+
+    def nvmlDeviceGetPcieThroughput(self, h, counter):
+        self._call("nvmlDeviceGetPcieThroughput", h)
+        return h.values["pcie_kbps"][counter]
 
     # GPM: samples are plain objects holding the metric values at sampling time.
     def nvmlGpmQueryDeviceSupport(self, h):

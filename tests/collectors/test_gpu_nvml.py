@@ -166,6 +166,61 @@ def test_gpm_over_previous_and_new_sample():
     src.close()
 
 
+# PCIe byte counters as a real H200 gave them (driver 580.159.04, 2026-11-26, read every
+# 0.54 s during a 27.5 GB/s host<->device copy): field 197 (TX) came back as valueType 1, a
+# 32-bit uiVal, and wrapped within every reading, while GPM's PCIe metrics 20/21 read
+# 30,252.0 / 28,189.3 MiB/s and nvmlDeviceGetPcieThroughput 7,520,666 / 3,445,979 KB/s.
+H200_PCIE_TX_READINGS = (4_088_078_732, 450_714_868, 1_029_536_720)
+H200_GPM_PCIE = {20: 30_252.0, 21: 28_189.3}
+
+
+def test_pcie_comes_from_gpm_where_gpm_has_it():
+    nvml, clock, src = make(gpm={2: 71.2, 5: 69.0, 10: 14.7, **H200_GPM_PCIE},
+                            fields={197: (1, H200_PCIE_TX_READINGS[0]), 198: (1, 0)})
+    gpu = nvml.gpus[0]
+    src.sample(clock())
+    for raw in H200_PCIE_TX_READINGS[1:]:
+        gpu.values["fields"][197] = (1, raw)
+        clock.t += 0.54
+        [r] = src.sample(clock())
+        assert r.values["pcie_tx_bytes_per_s"] == 30_252.0 * 1048576  # GPM's MiB/s, in B/s
+        assert r.values["pcie_rx_bytes_per_s"] == 28_189.3 * 1048576
+    assert nvml.calls["nvmlDeviceGetPcieThroughput"] == 0
+    src.close()
+
+
+def test_gpm_without_pcie_metrics_falls_back_to_the_64_bit_counters():
+    nvml, clock, src = make(gpm={2: 50.0, 5: 10.0, 10: 20.0})  # no metric 20/21
+    gpu = nvml.gpus[0]
+    src.sample(clock())
+    clock.t += 10
+    src.sample(clock())  # GPM's first metrics: PCIe not supported, so fields from now
+    gpu.values["fields"].update({197: (3, 12_000_000_000), 198: (3, 34_000_000_000)})
+    clock.t += 10
+    [r] = src.sample(clock())
+    assert r.values["pcie_tx_bytes_per_s"] == 1.2e9
+    assert r.values["sm_active_pct"] == 50.0
+    src.close()
+
+
+def test_32_bit_pcie_counters_are_never_turned_into_rates():
+    """Without GPM, a wrapping 32-bit counter gives no rate: the tick takes NVML's 20 ms
+    throughput reading (KB/s) instead of a difference that wrapped an unknown number of
+    times (the readings above would give -6.7 GB/s, then 1.07 GB/s, for 27.5 GB/s)."""
+    nvml, clock, src = make(fields={197: (1, H200_PCIE_TX_READINGS[0]), 198: (1, 7)},
+                            pcie_kbps=(7_520_666, 3_445_979))
+    gpu = nvml.gpus[0]
+    [r] = src.sample(clock())
+    assert r.values["pcie_tx_bytes_per_s"] == 7_520_666_000.0
+    assert r.values["pcie_rx_bytes_per_s"] == 3_445_979_000.0
+    for raw in H200_PCIE_TX_READINGS[1:]:
+        gpu.values["fields"][197] = (1, raw)
+        clock.t += 0.54
+        [r] = src.sample(clock())
+        assert r.values["pcie_tx_bytes_per_s"] == 7_520_666_000.0
+    src.close()
+
+
 def test_gpm_unsupported_is_null():
     nvml, clock, src = make()
     src.sample(clock())

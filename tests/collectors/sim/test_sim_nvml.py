@@ -75,13 +75,16 @@ def test_field_values_counters(tmp_path):
     assert before[0].valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
     assert before[4].value.uiVal == 18 and before[5].value.uiVal == 25000
     assert before[6].nvmlReturn == pynvml.NVML_ERROR_NOT_SUPPORTED
-    tx0, pcie0 = before[0].value.ullVal, before[2].value.ullVal
+    # PCIe byte counters are 32-bit, as a real H200's were (collectors/gpu/gpm.py)
+    assert before[2].valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+    tx0 = before[0].value.ullVal
     node.advance(T0 + 30)
     after = nv.nvmlDeviceGetFieldValues(h, ids)
     kib_per_s = (after[0].value.ullVal - tx0) / 30
     capacity = 18 * 25000e6
     assert 0.4 * capacity < kib_per_s * 1024 < capacity  # KiB counters
-    assert after[2].value.ullVal > pcie0  # bytes
+    assert after[2].valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+    assert 0 <= after[2].value.uiVal < 2**32
 
 
 def test_pcie_board_lacks_nvlink_and_gpm(tmp_path):
@@ -131,6 +134,28 @@ def test_gpm_metrics_over_two_samples(tmp_path):
     assert nv.nvmlDeviceGetUtilizationRates(h).gpu > 90
     nv.nvmlGpmSampleFree(s1)
     nv.nvmlGpmSampleFree(s2)
+
+
+def test_pcie_throughput_is_the_traffic_gpm_and_the_counters_integrate(tmp_path):
+    """The 20 ms PCIe reading (KB/s) of a data-loading job agrees with GPM's average over
+    the same 20 ms: one traffic model behind NVML's three PCIe readings."""
+    node, nv = _node(tmp_path, scenario=Scenario.INPUT_BOUND)
+    h = nv.nvmlDeviceGetHandleByIndex(0)
+    s1, s2 = nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()
+    node.advance(T0 + 59.98)
+    nv.nvmlGpmSampleGet(h, s1)
+    node.advance(T0 + 60)
+    nv.nvmlGpmSampleGet(h, s2)
+    req = nv.c_nvmlGpmMetricsGet_t()
+    req.version = nv.NVML_GPM_METRICS_GET_VERSION
+    req.numMetrics = 2
+    req.sample1, req.sample2 = s1, s2
+    req.metrics[0].metricId, req.metrics[1].metricId = 20, 21
+    nv.nvmlGpmMetricsGet(req)
+    for i, counter in enumerate((pynvml.NVML_PCIE_UTIL_TX_BYTES, pynvml.NVML_PCIE_UTIL_RX_BYTES)):
+        gpm = req.metrics[i].value * 1048576
+        kb = nv.nvmlDeviceGetPcieThroughput(h, counter)
+        assert gpm > 1e6 and kb * 1000 == pytest.approx(gpm, rel=1e-3, abs=1000)
 
 
 def test_processes_exist_in_generated_procfs(tmp_path):
