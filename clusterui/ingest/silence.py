@@ -14,13 +14,14 @@ log = logging.getLogger(__name__)
 FORGET_AFTER = dt.timedelta(days=7)  # a node silent this long is decommissioned, not news
 
 
-def silent_nodes(now: dt.datetime | None = None):
+def silent_nodes(now: dt.datetime | None = None, cluster: str = ""):
     """Nodes whose last batch *arrived* over ``NODE_SILENT_AFTER_S`` ago. Arrival, not data
     time: a node back-filling its history or replaying its spool sends old samples and is
     not silent. (Nodes with no arrival time recorded yet are judged on their data time.)"""
     now = now or timezone.now()
     silent_since = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
-    return Node.objects.select_related("cluster").annotate(
+    nodes = Node.objects.filter(cluster__name=cluster) if cluster else Node.objects
+    return nodes.select_related("cluster").annotate(
         heard=heard_at(),
     ).filter(heard__lt=silent_since, heard__gte=now - FORGET_AFTER).order_by(
         "cluster__name", "name")

@@ -2,8 +2,8 @@
 
 ``?cluster=NAME`` on any page chooses a cluster and ``?cluster=`` (the selector's "All
 clusters") every one; the choice is kept in the session, so the overview, nodes, jobs,
-findings, users, trends and fabric pages and the drain list stay on it until another is
-chosen. A name no cluster has is not kept: the jobs and findings pages say it is unknown
+findings, users, trends, fabric and ingest health pages and the drain list stay on it until
+another is chosen. A name no cluster has is not kept: the jobs and findings pages say it is unknown
 (their filtersets' ``ClusterFilter``), the others show every cluster. The JSON API is
 stateless: it takes ``?cluster=`` per request and keeps nothing.
 

@@ -67,6 +67,47 @@ def test_the_page_shows_throughput_gaps_refusals_and_drops(staff_client, broker)
     assert RejectedBatch.objects.count() == 1
 
 
+def test_with_a_cluster_chosen_the_page_is_that_clusters(staff_client, broker, settings):
+    """Two clusters, each with a lost batch, a refused sample, a spool drop, a refused
+    batch, a clock ahead and a silent node: choosing one in the navigation shows its own
+    alone, on every list and figure but the queue's, which the clusters share."""
+    settings.NODE_SILENT_AFTER_S = 300
+    settings.INGEST_CLOCK_TOLERANCE_S = 60
+    now = timezone.now().timestamp()
+    for cluster, node, drops in (("gpu-a", "a001", 2), ("gpu-b", "b001", 5)):
+        for seq in (1, 3):
+            batch = node_batch(node, seq=seq, samples=1, start=now - 100 + seq, cluster=cluster)
+            batch["agent"]["spool_dropped"] = drops if seq == 3 else 0
+            batch["gpu_samples"]["rows"][0][3] = 140.0  # one refused sample
+            batch["sent_at"] = now + 200  # the node's clock is ahead
+            ingest_envelope(batch)
+        ingest_envelope({"schema": 3, "cluster": cluster, "node": node})
+        old = node_batch(f"{node}-silent", samples=1, start=now - 3600, cluster=cluster)
+        old["sent_at"] = now - 3600
+        ingest_envelope(old)
+    Node.objects.filter(name__endswith="-silent").update(
+        reported_at=timezone.now() - dt.timedelta(hours=1))
+
+    everything = staff_client.get("/ingest/health/?cluster=").context
+    assert {g["cluster"] for g in everything["gaps"]} == {"gpu-a", "gpu-b"}
+    assert everything["rates"]["batches_per_s_5m"] == pytest.approx(6 / 300)
+
+    response = staff_client.get("/ingest/health/?cluster=gpu-b")
+    page, ctx = response.content.decode(), response.context
+    assert ctx["gaps"] == [{"cluster": "gpu-b", "node": "b001", "missing": 1}]
+    assert ctx["spool_drops"] == [{"node": "b001", "dropped": 5}]
+    assert {(r["reason"], r["count"]) for r in ctx["rejected"]} == {
+        ("gpu_samples: util_pct out of range [0, 100]", 2),
+        ("schema: version 3 is not supported (this server speaks 1)", 1)}
+    assert [(c["cluster"], c["node"]) for c in ctx["clock_off"]] == [("gpu-b", "b001")]
+    assert [s["node"].name for s in ctx["silent"]] == ["b001-silent"]
+    assert [r.node for r in ctx["recent_refusals"]] == ["b001"]
+    assert [(k["cluster"], k["nodes"]) for k in ctx["keys"]] == [("gpu-b", 2)]
+    assert ctx["rates"]["batches_per_s_5m"] == pytest.approx(3 / 300)
+    assert "a001" not in page and "gpu-a</td>" not in page
+    assert "cluster gpu-b only, but for the queue, which every cluster shares" in page
+
+
 def test_researchers_may_not_see_it(client):
     user = get_user_model().objects.create_user("alice", "alice@example.org", "pw")
     client.force_login(user)

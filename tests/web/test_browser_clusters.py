@@ -55,6 +55,12 @@ def test_choosing_a_cluster_scopes_the_pages(two_clusters, browser):  # noqa: F8
     assert page.locator("table tbody tr").count() == 2
     tour.shot("cluster-chosen-nodes")
 
+    tour.visit("/ingest/health/")
+    assert page.locator("h1").inner_text() == "Ingest health · gpu-b"
+    assert page.locator("#cluster-picker").input_value() == "gpu-b"
+    tour.shot("cluster-chosen-ingest-health")
+    tour.visit("/nodes/")
+
     with page.expect_navigation():
         page.locator("#cluster-picker").select_option("")
     assert page.locator("table tbody tr").count() == 5
