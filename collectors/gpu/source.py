@@ -258,8 +258,12 @@ class GpuSource:
         counters = fields.read_fields(p, h, [(n, f, s) for n, f, s, _ in wanted], types)
         for name, _fid, _scope, unit in wanted:
             raw = counters.get(name)
-            if name in fields.PCIE and types.get(name) in fields.NARROW_TYPES:
-                values[name + "_bytes_per_s"] = self._pcie_throughput(p, h, name)
+            if types.get(name) in fields.NARROW_TYPES:
+                # A counter narrower than 64 bits wraps within a tick at link speeds.
+                if name in fields.PCIE:
+                    values[name + "_bytes_per_s"] = self._pcie_throughput(p, h, name)
+                else:  # NVLink: no other reading of the tick's traffic; null, said once
+                    p.mark_unsupported("field:" + name, "a 32-bit counter, which wraps")
                 continue
             rate = self._rates.update(
                 (gpu.info.uuid, name), ts, None if raw is None else raw * unit

@@ -221,6 +221,19 @@ def test_32_bit_pcie_counters_are_never_turned_into_rates():
     src.close()
 
 
+def test_a_32_bit_nvlink_counter_gives_null_rather_than_a_wrapped_rate():
+    nvml, clock, src = make(fields={197: (3, 0), 198: (3, 0), 138: (1, 4_000_000_000),
+                                    139: (3, 0), 91: (1, 18), 90: (1, 25_000)})
+    gpu = nvml.gpus[0]
+    src.sample(clock())
+    gpu.values["fields"].update({138: (1, 5), 139: (3, 781_250_000)})
+    clock.t += 10
+    [r] = src.sample(clock())
+    assert "nvlink_tx_bytes_per_s" not in r.values  # wrapped: no rate at all
+    assert r.values["nvlink_rx_bytes_per_s"] == 781_250_000 * 1024 / 10
+    src.close()
+
+
 def test_gpm_unsupported_is_null():
     nvml, clock, src = make()
     src.sample(clock())
