@@ -20,9 +20,9 @@ class DirectoryAccount(models.Model):
     # The scheduler's name for this user (LDAP_SCHEDULER_USER; usually the login itself):
     # the jobs whose ``user`` it is are theirs (JobQuerySet.visible_to).
     scheduler_user = models.CharField(max_length=64)
-    # The accounts this user leads, from the directory groups named
-    # LDAP_ACCOUNT_LEADER_GROUP_PREFIX + account, written at each sign-in: they see those
-    # accounts' jobs (clusterui/jobs/visibility.py).
+    # The accounts this user leads, from the groups named LDAP_ACCOUNT_LEADER_GROUP_PREFIX
+    # (or OIDC_ACCOUNT_LEADER_GROUP_PREFIX) + account, written at each sign-in: they see
+    # those accounts' jobs (clusterui/jobs/visibility.py).
     led_accounts = models.JSONField(default=list, blank=True)
     synced_at = models.DateTimeField(auto_now=True)
 

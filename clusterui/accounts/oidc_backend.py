@@ -11,7 +11,8 @@ sign-in page (clusterui/accounts/oidc_views.py).
 Then the Django user is written as the LDAP backend writes it: found by the provider's
 subject (``<issuer>#<sub>`` in DirectoryAccount), created on first sign-in with no usable
 password under the login of OIDC_USERNAME_CLAIM, its names and email copied, ``is_staff``
-from OIDC_STAFF_GROUP in the OIDC_GROUPS_CLAIM at every sign-in, and the scheduler user
+from OIDC_STAFF_GROUP in the OIDC_GROUPS_CLAIM at every sign-in, the accounts led from the
+groups named OIDC_ACCOUNT_LEADER_GROUP_PREFIX + account likewise, and the scheduler user
 name from OIDC_SCHEDULER_USER. A login that names a local (or LDAP) account is refused: the
 provider never takes an account over.
 """
@@ -211,12 +212,17 @@ class OIDCBackend(OIDCAuthenticationBackend):
             setattr(user, User.USERNAME_FIELD, login)  # renamed at the provider
         for field, claim in USER_CLAIMS.items():
             setattr(user, field, _text(claims.get(claim))[:150])
+        member_of = groups(claims, config["GROUPS_CLAIM"])
         if config["STAFF_GROUP"]:
-            user.is_staff = config["STAFF_GROUP"] in groups(claims, config["GROUPS_CLAIM"])
+            user.is_staff = config["STAFF_GROUP"] in member_of
         user.save()
+        prefix = config["ACCOUNT_LEADER_GROUP_PREFIX"]
+        led = sorted(g[len(prefix):] for g in member_of
+                     if prefix and g.startswith(prefix) and len(g) > len(prefix))
         DirectoryAccount.objects.update_or_create(
             user=user, defaults={"source": AccountSource.OIDC, "dn": identity[:512],
-                                 "scheduler_user": scheduler_name[:64]})
+                                 "scheduler_user": scheduler_name[:64],
+                                 "led_accounts": led})
         return user
 
 

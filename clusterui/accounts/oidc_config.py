@@ -75,6 +75,10 @@ def oidc_config(environ=None) -> dict | None:
         "USERNAME_CLAIM": _claim("OIDC_USERNAME_CLAIM", "preferred_username", environ),
         "GROUPS_CLAIM": _claim("OIDC_GROUPS_CLAIM", "groups", environ),
         "STAFF_GROUP": staff_group,
+        # A member of the group <prefix><account> leads that account (sees all its jobs),
+        # as LDAP_ACCOUNT_LEADER_GROUP_PREFIX; read from the groups claim at each sign-in.
+        "ACCOUNT_LEADER_GROUP_PREFIX": env_str("OIDC_ACCOUNT_LEADER_GROUP_PREFIX", "",
+                                               environ=environ).strip(),
         "SCHEDULER_USER": scheduler_user,
         # Verify the provider's certificate against this CA bundle, or the system's.
         "CA_FILE": env_str("OIDC_CA_FILE", "", environ=environ).strip(),

@@ -80,7 +80,7 @@ class Rule:
 def led_accounts(user) -> set[tuple[str | None, str]]:
     """``(cluster name or None for every cluster, account)`` the user leads."""
     led = set(settings.ACCOUNT_LEADERS.get(user.get_username(), ()))
-    if settings.LDAP or settings.OIDC:  # led accounts come from LDAP groups only so far
+    if settings.LDAP or settings.OIDC:  # from the directory's or the provider's groups
         try:
             led.update((None, a) for a in user.directory_account.led_accounts)
         except ObjectDoesNotExist:  # a local user

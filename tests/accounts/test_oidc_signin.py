@@ -135,6 +135,29 @@ def test_staff_comes_from_the_groups_claim_at_each_sign_in(client, settings, oid
     assert not bob.is_staff and Job.objects.visible_to(bob).count() == 0
 
 
+def test_a_leader_group_in_the_claim_shows_the_accounts_jobs(client, settings, oidc):
+    """carol is in the provider's group lead-nlp: with the prefix lead- she leads nlp and
+    sees its jobs beside her own; out of the group (the prefix changed here), she does not
+    at her next sign-in."""
+    configure(settings, oidc, OIDC_ACCOUNT_LEADER_GROUP_PREFIX="lead-")
+    nlp, _vision = rows.job("alice", account="nlp"), rows.job("alice", account="vision")
+    sign_in(client, "carol", people.PASSWORDS["carol"])
+    carol = get_user_model().objects.get(username="carol")
+    assert carol.directory_account.led_accounts == ["nlp"]
+    assert list(Job.objects.visible_to(carol)) == [nlp]
+    assert [j["id"] for j in client.get("/api/v1/jobs/").json()["results"]] == [nlp.pk]
+    client.logout()
+    sign_in(client, "alice", people.PASSWORDS["alice"])  # in no leader group
+    assert get_user_model().objects.get(username="alice").directory_account.led_accounts == []
+    client.logout()
+    configure(settings, oidc, OIDC_ACCOUNT_LEADER_GROUP_PREFIX="head-")
+    sign_in(client, "carol", people.PASSWORDS["carol"])
+    carol = get_user_model().objects.get(username="carol")
+    assert carol.directory_account.led_accounts == []
+    assert list(Job.objects.visible_to(carol)) == []
+    assert client.get("/api/v1/jobs/").json()["results"] == []
+
+
 def test_the_login_maps_to_the_scheduler_user_from_a_claim(client, settings, oidc):
     configure(settings, oidc, OIDC_SCOPES="openid,email,profile,groups,hpc",
               OIDC_SCHEDULER_USER="{hpc_user}")

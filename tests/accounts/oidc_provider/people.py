@@ -4,7 +4,7 @@ tokens the provider spoils on purpose (claims.py: another audience, already expi
 
 PASSWORDS = {"alice": "alice-oidc-pw", "bob": "bob-oidc-pw", "carol": "carol-oidc-pw",
              "mallory": "mallory-oidc-pw", "erin": "erin-oidc-pw"}
-GROUPS = {"hpc-admins": ["bob"], "researchers": ["alice", "carol"]}
+GROUPS = {"hpc-admins": ["bob"], "researchers": ["alice", "carol"], "lead-nlp": ["carol"]}
 HPC_USERS = {"alice": "alice", "bob": "bob", "carol": "cc0042", "mallory": "mallory",
              "erin": "erin"}
 NAMES = {"alice": ("Alice", "Archer"), "bob": ("Bob", "Baker"), "carol": ("Carol", "Cooper"),
