@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
@@ -12,7 +11,7 @@ from clusterui.prometheus.views import metrics
 urlpatterns = [
     path("", include("clusterui.web.urls")),
     path("login/", LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", oidc_views.SignOut.as_view(), name="logout"),
     # OpenID Connect sign-in (404 while OIDC_ISSUER is unset); the callback is the redirect
     # URI registered at the provider: https://<this host>/oidc/callback/
     path("oidc/authenticate/", login_not_required(oidc_views.Start.as_view()),

@@ -80,6 +80,10 @@ def oidc_config(environ=None) -> dict | None:
         "ACCOUNT_LEADER_GROUP_PREFIX": env_str("OIDC_ACCOUNT_LEADER_GROUP_PREFIX", "",
                                                environ=environ).strip(),
         "SCHEDULER_USER": scheduler_user,
+        # Signing out of ClusterUI also ends the session at the provider (RP-initiated
+        # logout): the browser is sent to its end_session_endpoint, and comes back to the
+        # sign-in page. Off: signing out ends ClusterUI's session only.
+        "SIGN_OUT_AT_PROVIDER": env_bool("OIDC_SIGN_OUT_AT_PROVIDER", False, environ=environ),
         # Verify the provider's certificate against this CA bundle, or the system's.
         "CA_FILE": env_str("OIDC_CA_FILE", "", environ=environ).strip(),
         "TIMEOUT_S": env_int("OIDC_TIMEOUT_S", 5, minimum=1, maximum=60, environ=environ),

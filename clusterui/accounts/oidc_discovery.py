@@ -94,6 +94,8 @@ def setting(attr: str, *default):
             "OIDC_USE_PKCE": True,
             "OIDC_VERIFY_SSL": verify(config),
             "OIDC_TIMEOUT": config["TIMEOUT_S"],
+            # The ID token is kept in the session for the provider's sign-out (its hint).
+            "OIDC_STORE_ID_TOKEN": config["SIGN_OUT_AT_PROVIDER"],
         }
         if attr in fixed:
             return fixed[attr]

@@ -10,8 +10,10 @@ showing (``pop_error``); never a bare 400 or a silent return to the form.
 """
 
 import logging
+from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
@@ -77,3 +79,34 @@ class Callback(views.OIDCAuthenticationCallbackView):
         if message is None:
             message = "The sign-in was refused; ask an administrator if it goes on."
         return _to_sign_in(request, message)
+
+
+class SignOut(auth_views.LogoutView):
+    """Django's sign-out (a POST), and with OIDC_SIGN_OUT_AT_PROVIDER for a person who
+    signed in through the provider, then the provider's: the browser goes to its
+    ``end_session_endpoint`` (OpenID Connect RP-Initiated Logout 1.0) with the ID token as
+    the hint, and the provider sends it back to the sign-in page. Without that, a shared
+    terminal would stay signed in at the provider, and "Sign in with ..." would let the
+    next person in as the last one. A provider that cannot be reached or names no such
+    endpoint: ClusterUI's session ends all the same, and the log says the provider's did
+    not."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get("oidc_id_token")
+        response = super().post(request, *args, **kwargs)
+        config = settings.OIDC
+        if not (config and config["SIGN_OUT_AT_PROVIDER"] and id_token):
+            return response
+        try:
+            endpoint = oidc_discovery.metadata(config).get("end_session_endpoint")
+        except oidc_discovery.ProviderUnavailable as exc:
+            log.warning("OIDC: signed out here only, the provider is unavailable: %s", exc)
+            return response
+        if not endpoint:
+            log.warning("OIDC: signed out here only, the provider names no "
+                        "end_session_endpoint")
+            return response
+        query = urlencode({"id_token_hint": id_token, "client_id": config["CLIENT_ID"],
+                           "post_logout_redirect_uri":
+                               request.build_absolute_uri(reverse("login"))})
+        return HttpResponseRedirect(f"{endpoint}{'&' if '?' in endpoint else '?'}{query}")

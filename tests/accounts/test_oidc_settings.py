@@ -26,6 +26,7 @@ def test_the_defaults_and_the_secret_from_a_file(tmp_path):
             config["SCHEDULER_USER"], config["STAFF_GROUP"], config["PROVIDER_NAME"]) == (
         ["openid", "email", "profile"], "preferred_username", "groups", "{login}", "",
         "single sign-on")
+    assert config["SIGN_OUT_AT_PROVIDER"] is False and config["ACCOUNT_LEADER_GROUP_PREFIX"] == ""
 
 
 def test_plain_http_only_when_allowed():

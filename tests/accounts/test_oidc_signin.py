@@ -49,12 +49,12 @@ def oidc(settings, oidc_provider, broker):  # `broker` empties the cache's Redis
     return oidc_provider
 
 
-def sign_in(client, login, password, next_url=""):
+def sign_in(client, login, password, next_url="", browser=None):
     """Click "Sign in with Example SSO", sign in at the provider, come back: ClusterUI's
-    answer to the callback."""
+    answer to the callback. ``browser``: the provider's cookies (a ``requests.Session``)."""
     start = client.get("/oidc/authenticate/" + (f"?next={next_url}" if next_url else ""))
     assert start.status_code == 302, start
-    browser = requests.Session()
+    browser = browser if browser is not None else requests.Session()
     page = browser.get(start["Location"], timeout=10)  # authorize -> the provider's form
     assert page.status_code == 200 and 'name="password"' in page.text, page.text[:500]
     form = {name: html.unescape(value) for name, value in re.findall(
@@ -156,6 +156,40 @@ def test_a_leader_group_in_the_claim_shows_the_accounts_jobs(client, settings, o
     assert carol.directory_account.led_accounts == []
     assert list(Job.objects.visible_to(carol)) == []
     assert client.get("/api/v1/jobs/").json()["results"] == []
+
+
+def provider_form_shown(client, browser) -> bool:
+    """Does "Sign in with Example SSO" ask for a password at the provider again (False:
+    the provider still has a session and answers straight back)?"""
+    start = client.get("/oidc/authenticate/")
+    page = browser.get(start["Location"], timeout=10, allow_redirects=False)
+    while page.is_redirect and not page.headers["Location"].startswith(people.REDIRECT_URI):
+        page = browser.get(urljoin(page.url, page.headers["Location"]), timeout=10,
+                           allow_redirects=False)
+    return page.status_code == 200 and 'name="password"' in page.text
+
+
+def test_signing_out_ends_the_providers_session_too_when_asked(client, settings, oidc):
+    configure(settings, oidc, OIDC_SIGN_OUT_AT_PROVIDER="1")
+    browser = requests.Session()
+    sign_in(client, "alice", people.PASSWORDS["alice"], browser=browser)
+    assert "_auth_user_id" in client.session
+    out = client.post("/logout/")
+    assert "_auth_user_id" not in client.session
+    assert out.status_code == 302 and out["Location"].startswith(f"{oidc}/end-session")
+    assert "id_token_hint=" in out["Location"]
+    back = browser.get(out["Location"], allow_redirects=False, timeout=10)
+    assert back.is_redirect and back.headers["Location"] == people.POST_LOGOUT_REDIRECT_URI
+    assert provider_form_shown(client, browser)  # the next person must sign in
+
+
+def test_by_default_signing_out_ends_clusteruis_session_only(client, oidc):
+    browser = requests.Session()
+    sign_in(client, "alice", people.PASSWORDS["alice"], browser=browser)
+    out = client.post("/logout/")
+    assert out.status_code == 302 and out["Location"] == "/login/"
+    assert "_auth_user_id" not in client.session
+    assert not provider_form_shown(client, browser)  # single sign-on: still signed in there
 
 
 def test_the_login_maps_to_the_scheduler_user_from_a_claim(client, settings, oidc):

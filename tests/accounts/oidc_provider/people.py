@@ -14,3 +14,5 @@ CLIENT_ID, CLIENT_SECRET = "clusterui", "clusterui-oidc-secret"
 OTHER_CLIENT_ID = "another-app"
 # django.test.Client's host: where ClusterUI's callback is when the tests drive it.
 REDIRECT_URI = "http://testserver/oidc/callback/"
+# Where the provider sends the browser back after its sign-out: ClusterUI's sign-in page.
+POST_LOGOUT_REDIRECT_URI = "http://testserver/login/"

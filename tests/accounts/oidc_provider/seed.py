@@ -27,7 +27,8 @@ def main() -> None:
     client = Client.objects.create(
         name="ClusterUI", client_type="confidential", client_id=people.CLIENT_ID,
         client_secret=people.CLIENT_SECRET, jwt_alg="RS256", require_consent=False,
-        _redirect_uris=people.REDIRECT_URI)
+        _redirect_uris=people.REDIRECT_URI,
+        _post_logout_redirect_uris=people.POST_LOGOUT_REDIRECT_URI)
     client.response_types.set([ResponseType.objects.get(value="code")])
 
 
