@@ -305,6 +305,10 @@ INGEST_CONSUMER_TTL_S = env_int("INGEST_CONSUMER_TTL_S", 60, minimum=2)
 JOB_STALE_AFTER_S = env_int("JOB_STALE_AFTER_S", 300, minimum=30)
 # A node is "silent" when no batch has arrived for this long.
 NODE_SILENT_AFTER_S = env_int("NODE_SILENT_AFTER_S", 120, minimum=10)
+# A GPU its node has not reported for this long, while the node reported (data time), is
+# gone: taken out, replaced (a new UUID), or a MIG instance destroyed. It is no longer
+# counted or shown as "now" (clusterui/inventory/counting.py); its history stays.
+GPU_GONE_AFTER_S = env_int("GPU_GONE_AFTER_S", 600, minimum=120)
 PARTITION_DAYS_AHEAD = env_int("PARTITION_DAYS_AHEAD", 3, minimum=1, maximum=60)
 # Raw GPU samples at full resolution, hot table and packed hour chunks together.
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 14, minimum=1)

@@ -13,8 +13,17 @@ GPUs. The rules, one place for the ORM and the SQL of ``/metrics``:
 - **Busy / idle** are judged on a row's busy figure (``busy_pct``): NVML utilization, and on
   a MIG instance, where NVML gives none, its SM activity (GPM) where the GPU has it. An
   instance with neither is neither busy nor idle, as in job efficiency.
+- **Gone** GPUs are not counted (``present``): those their node has stopped reporting
+  while it reports (their ``last_seen`` more than ``GPU_GONE_AFTER_S`` behind the node's,
+  both data time): a GPU taken out or replaced (its successor has a new UUID), a MIG
+  instance destroyed when the GPU was split another way. Their latest sample would
+  otherwise stand for "now" forever. A node that goes silent keeps its GPUs (it is silent,
+  which every page says).
 """
 
+import datetime as dt
+
+from django.conf import settings
 from django.db.models import Case, F, FloatField, Q, Value, When
 from django.db.models.functions import Coalesce
 
@@ -27,6 +36,19 @@ def physical(prefix: str = "") -> Q:
     (``Gpu.objects.physical()`` for GPUs themselves). ``prefix`` reaches the GPU through
     a relation (``"gpus__"`` from a node)."""
     return Q(**{f"{prefix}parent__isnull": True})
+
+
+def present(prefix: str = "", node: str = "node__") -> Q:
+    """The GPUs their node still reports (see "Gone" above). ``prefix`` reaches the GPU,
+    ``node`` its node, from the query's model: ``present()`` on GPUs,
+    ``present("gpus__", "")`` on nodes."""
+    gone_after = dt.timedelta(seconds=settings.GPU_GONE_AFTER_S)
+    return Q(**{f"{prefix}last_seen__gte": F(f"{node}last_seen") - gone_after})
+
+
+def is_gone(gpu, node) -> bool:
+    """``present`` on a GPU and its node already loaded."""
+    return gpu.last_seen < node.last_seen - dt.timedelta(seconds=settings.GPU_GONE_AFTER_S)
 
 
 def share(prefix: str = ""):
@@ -45,6 +67,8 @@ def busy_pct(prefix: str = ""):
 # The same rules in SQL, for the hand-written queries of /metrics: ``g`` is inventory_gpu,
 # ``l`` its telemetry_gpulatest row.
 SQL_PHYSICAL = "g.parent_id IS NULL"
+# ``n`` is the GPU's inventory_node; the parameter %(gpu_gone_after)s is GPU_GONE_AFTER_S.
+SQL_PRESENT = "g.last_seen >= n.last_seen - make_interval(secs => %(gpu_gone_after)s)"
 SQL_SHARE = "COALESCE(g.mig_share, 1)"
 SQL_BUSY_PCT = ("CASE WHEN g.parent_id IS NULL THEN l.util_pct "
                 "ELSE COALESCE(l.util_pct, l.sm_active_pct) END")

@@ -18,7 +18,13 @@ from prometheus_client.registry import Collector
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.ingest import health
-from clusterui.inventory.counting import BUSY_UTIL_PCT, SQL_BUSY_PCT, SQL_PHYSICAL, SQL_SHARE
+from clusterui.inventory.counting import (
+    BUSY_UTIL_PCT,
+    SQL_BUSY_PCT,
+    SQL_PHYSICAL,
+    SQL_PRESENT,
+    SQL_SHARE,
+)
 
 NODE = ["cluster", "node"]
 
@@ -42,7 +48,8 @@ NODE_GAUGES = (
 
 # One row per node. A silent node's latest rows are old: its GPUs count as not reporting,
 # the rule of the overview (clusterui.web.snapshot). GPUs are counted as everywhere
-# (clusterui.inventory.counting): physical GPUs, and a MIG instance's allocation as its share.
+# (clusterui.inventory.counting): physical GPUs their node still reports, and a MIG
+# instance's allocation as its share.
 _NODES = f"""
 SELECT c.name, n.name, s.silent, count(g.id) FILTER (WHERE {SQL_PHYSICAL}),
        count(l.gpu_id) FILTER (WHERE NOT s.silent AND {SQL_PHYSICAL}),
@@ -56,7 +63,7 @@ FROM inventory_node n
 JOIN inventory_cluster c ON c.id = n.cluster_id
 CROSS JOIN LATERAL (SELECT COALESCE(n.reported_at, n.last_seen) < %(silent_before)s
                     AS silent) s
-LEFT JOIN inventory_gpu g ON g.node_id = n.id
+LEFT JOIN inventory_gpu g ON g.node_id = n.id AND {SQL_PRESENT}
 LEFT JOIN telemetry_gpulatest l ON l.gpu_id = g.id
 GROUP BY c.name, n.name, s.silent
 ORDER BY c.name, n.name
@@ -105,7 +112,8 @@ class ClusterCollector(Collector):
 
     def nodes(self, now):
         silent_before = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
-        rows = _rows(_NODES, {"busy": BUSY_UTIL_PCT, "silent_before": silent_before})
+        rows = _rows(_NODES, {"busy": BUSY_UTIL_PCT, "silent_before": silent_before,
+                              "gpu_gone_after": settings.GPU_GONE_AFTER_S})
         families = {col: GaugeMetricFamily(name, text, labels=NODE)
                     for name, text, col in NODE_GAUGES}
         util = GaugeMetricFamily("clusterui_node_gpu_utilization_percent",

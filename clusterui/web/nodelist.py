@@ -71,16 +71,20 @@ class NodeRow:
 def node_rows(user, now: dt.datetime) -> list[NodeRow]:
     silent_before = now - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
     # One row per GPU joined (gpus -> latest is one-to-one), so sums are not multiplied.
-    held = Q(gpus__latest__job__isnull=False)
+    # GPUs the node no longer reports (gone) count nowhere (clusterui.inventory.counting).
+    present = counting.present("gpus__", "")
+    held = Q(present, gpus__latest__job__isnull=False)
     share = counting.share("gpus__")
     nodes = (
         Node.objects.annotate(
             heard=heard_at(),
-            gpu_count=Count("gpus", filter=counting.physical("gpus__"), distinct=True),
+            gpu_count=Count("gpus", filter=Q(counting.physical("gpus__"), present),
+                            distinct=True),
             allocated=Sum(share, filter=held, default=0.0),
-            jobs=Count("gpus__latest__job", distinct=True),
+            jobs=Count("gpus__latest__job", filter=held, distinct=True),
             idle=Sum(share, filter=Q(held, LessThan(counting.busy_pct("gpus__"), BUSY_UTIL_PCT)), default=0.0),
-            util=Avg("gpus__latest__util_pct"), sm=Avg("gpus__latest__sm_active_pct"))
+            util=Avg("gpus__latest__util_pct", filter=present),
+            sm=Avg("gpus__latest__sm_active_pct", filter=present))
         .values_list("id", "cluster__name", "name", "simulated", "gpu_count", "allocated",
                      "jobs", "idle", "util", "sm", "heard")
     )

@@ -2,7 +2,8 @@
 ingest, in one query whatever the cluster's size.
 
 One cell per physical GPU (``clusterui.inventory.counting``): a MIG-enabled GPU is one cell
-that sums its instances' shares (allocated, busy, idle), never a cell per instance."""
+that sums its instances' shares (allocated, busy, idle), never a cell per instance. GPUs
+their node no longer reports (gone: replaced, MIG instances destroyed) have no cell."""
 
 import datetime as dt
 from dataclasses import dataclass, field
@@ -101,7 +102,8 @@ def cluster_snapshot(user, now: dt.datetime | None = None, *, cluster: str = "")
         visible = Value(True)
     else:
         visible = rule.q("latest__job__")
-    gpus = Gpu.objects.filter(node__cluster__name=cluster) if cluster else Gpu.objects
+    gpus = Gpu.objects.filter(counting.present())
+    gpus = gpus.filter(node__cluster__name=cluster) if cluster else gpus
     rows = (
         # A node's physical GPUs first, in index order, then its MIG instances: each
         # instance finds its GPU's cell, whatever index it reports.

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from clusterui.fabric import health
 from clusterui.findings.models import Finding
+from clusterui.inventory import counting
 from clusterui.inventory.models import Node
 from clusterui.telemetry.models import GpuEvent
 from clusterui.web import nodepage, timerange
@@ -28,6 +29,8 @@ def node_detail(request, pk):
     # Each MIG instance right under its GPU (they share its index)
     gpus = list(node.gpus.select_related("latest").order_by(
         "index", F("parent_id").asc(nulls_first=True), "mig_gi_id", "mig_ci_id", "uuid"))
+    for gpu in gpus:  # no longer reported by the node: its last values are not "now"
+        gpu.gone = counting.is_gone(gpu, node)
     nics = list(node.nics.select_related("latest").order_by("name"))
     allocs = nodepage.allocations(node, request.user, tr.start, tr.end)
     figures, step = nodepage.figures(node, gpus, nics, allocs, tr.start, tr.end)

@@ -1,0 +1,64 @@
+"""A GPU its node stops reporting while the node goes on (replaced after an RMA: the new
+board has a new UUID; a MIG instance destroyed) is gone: the pages count the GPUs the node
+has, not every GPU it ever had, and never show a gone GPU's last values as "now"."""
+
+import re
+import time
+
+import pytest
+
+from clusterui.ingest.tasks import ingest_envelope
+from clusterui.inventory.models import Gpu
+from tests.factories import node_batch
+
+pytestmark = pytest.mark.django_db
+TOKEN = "gone-gpus-metrics-token-0123456789"
+
+
+@pytest.fixture
+def replaced(settings):
+    """gpu-t001's GPU 3 replaced 20 minutes ago: the old board reported until then (at
+    100 % busy and held by the job), its successor since; the node reports every GPU now."""
+    settings.GPU_GONE_AFTER_S = 600
+    now = time.time()
+    before = node_batch(seq=1, samples=3, start=now - 1500)
+    for row in before["gpu_samples"]["rows"]:
+        row[3] = 100.0 if row[1] == 3 else row[3]
+    ingest_envelope(before)
+    after = node_batch(seq=2, samples=3, start=now - 60)
+    after["gpus"][3]["uuid"] = "GPU-replacement-board"
+    for row in after["gpu_samples"]["rows"]:
+        row[3] = 5.0 if row[1] == 3 else row[3]
+    ingest_envelope(after)
+    assert Gpu.objects.filter(node__name="gpu-t001").count() == 9
+    return Gpu.objects.get(uuid="GPU-gpu-t001-3")
+
+
+def test_the_overview_and_the_nodes_list_count_the_gpus_the_node_has(replaced, client_for):
+    staff = client_for("staff")
+    home = staff.get("/")
+    snapshot = home.context["snap"]
+    assert snapshot.gpus == 8
+    cells = {c.index: c for c in snapshot.cells}
+    assert len(cells) == 8 and cells[3].util == 5.0  # the new board's, not the old 100 %
+    row = next(r for r in staff.get("/nodes/").context["rows"] if r.name == "gpu-t001")
+    assert row.gpus == 8 and row.allocated == 8
+
+
+def test_the_node_page_says_the_old_board_is_gone(replaced, client_for):
+    page = client_for("staff").get(f"/nodes/{replaced.node_id}/").content.decode()
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert text.count("gone: not reported since") == 1
+    assert "GPU-replacement-board" not in text  # the page names GPUs by index
+    rows = re.findall(r"<tr>(.*?)</tr>", page, re.S)
+    [old_row] = [r for r in rows if f'href="/gpus/{replaced.pk}/"' in r]
+    assert "gone: not reported since" in old_row
+
+
+def test_metrics_count_the_gpus_the_node_has(replaced, client, settings):
+    settings.METRICS_TOKEN, settings.METRICS_ALLOWED_NETWORKS = TOKEN, ()
+    body = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode()
+    assert re.search(r'^clusterui_node_gpus\{cluster="test",node="gpu-t001"\} 8(\.0)?$', body,
+                     re.M), body[:2000]
+    assert re.search(r'^clusterui_node_gpus_allocated\{cluster="test",node="gpu-t001"\} '
+                     r'8(\.0)?$', body, re.M)
