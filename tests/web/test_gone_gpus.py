@@ -55,6 +55,15 @@ def test_the_node_page_says_the_old_board_is_gone(replaced, client_for):
     assert "gone: not reported since" in old_row
 
 
+def test_the_api_counts_the_gpus_the_node_has_and_marks_the_gone_one(replaced, client_for):
+    [node] = client_for("staff").get("/api/v1/nodes/").json()["results"]
+    assert (node["gpu_count"], node["gpus_allocated"]) == (8, 8)
+    gone = {g["uuid"]: g["gone"] for g in node["gpus"]}
+    assert gone.pop("GPU-gpu-t001-3") is True and not any(gone.values()) and len(gone) == 8
+    gpu = client_for("staff").get(f"/api/v1/gpus/{replaced.pk}/").json()
+    assert gpu["gone"] is True and gpu["latest"]["util_pct"] == 100.0  # its last, said so
+
+
 def test_metrics_count_the_gpus_the_node_has(replaced, client, settings):
     settings.METRICS_TOKEN, settings.METRICS_ALLOWED_NETWORKS = TOKEN, ()
     body = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode()

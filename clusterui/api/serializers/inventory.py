@@ -40,6 +40,10 @@ class NicLatestSerializer(serializers.ModelSerializer):
 
 class GpuSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
+    gone = serializers.SerializerMethodField(
+        help_text="Its node has not reported it for GPU_GONE_AFTER_S while reporting (a "
+                  "board replaced, a MIG instance destroyed): its latest values are its last, "
+                  "not now's, and the node's counts leave it out")
     latest = serializers.SerializerMethodField()
 
     class Meta:
@@ -47,7 +51,10 @@ class GpuSerializer(serializers.ModelSerializer):
         fields = ["id", "uuid", "node", "node_id", "index", "model", "memory_total_mib",
                   "power_limit_w", "pci_bus_id", "nvlink_bytes_per_s", "mig_mode",
                   "parent_id", "mig_profile", "mig_gi_id", "mig_ci_id", "mig_share",
-                  "first_seen", "last_seen", "latest"]
+                  "first_seen", "last_seen", "gone", "latest"]
+
+    def get_gone(self, obj) -> bool:
+        return counting.is_gone(obj, obj.node)
 
     @extend_schema_field(GpuLatestSerializer(allow_null=True))
     def get_latest(self, obj):
@@ -73,7 +80,7 @@ class NicSerializer(serializers.ModelSerializer):
 class NodeGpuSerializer(GpuSerializer):
     class Meta(GpuSerializer.Meta):
         fields = ["id", "uuid", "index", "model", "memory_total_mib", "power_limit_w",
-                  "parent_id", "mig_profile", "mig_share", "latest"]
+                  "parent_id", "mig_profile", "mig_share", "gone", "latest"]
 
 
 class NodeNicSerializer(NicSerializer):
@@ -88,7 +95,7 @@ class NodeSerializer(serializers.ModelSerializer):
                   "values are stale")
     gpu_count = serializers.SerializerMethodField(
         help_text="Physical GPUs: a MIG-enabled GPU counts once, its MIG instances (listed in "
-                  "gpus with a parent_id) not at all")
+                  "gpus with a parent_id) not at all, gone GPUs (gone: true) not at all")
     gpus_allocated = serializers.SerializerMethodField(
         help_text="GPUs held by a job now (0 while silent); a MIG instance counts its share "
                   "of its GPU (mig_share), so 3 of 7 slices held is 3/7")
@@ -109,14 +116,15 @@ class NodeSerializer(serializers.ModelSerializer):
         return now - obj.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
 
     def get_gpu_count(self, obj) -> int:
-        return sum(1 for g in obj.gpus.all() if g.parent_id is None)
+        return sum(1 for g in obj.gpus.all() if g.parent_id is None and not counting.is_gone(g, obj))
 
     def _held(self, obj) -> list:
         """(GPU, latest) of the node's GPUs a job holds now; none while it is silent."""
         if self.get_silent(obj):
             return []
         return [(g, g.latest) for g in obj.gpus.all()
-                if getattr(g, "latest", None) is not None and g.latest.job_id is not None]
+                if getattr(g, "latest", None) is not None and g.latest.job_id is not None
+                and not counting.is_gone(g, obj)]
 
     def get_gpus_allocated(self, obj) -> float:
         return round(sum(counting.share_of(g) for g, _ in self._held(obj)), 4)
