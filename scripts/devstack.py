@@ -327,7 +327,7 @@ def demo(args) -> None:
         str(args.interval), "--broker-url", env["CELERY_BROKER_URL"], "--cluster", "demo",
         "--root", str(sim_root()), "--spool-dir", str(VAR / "spool"),
         "--backfill", str(args.backfill), "--backfill-flush", "120",
-        "--ingest-key-id", "demo-sim"],
+        "--ingest-key-id", "demo-sim", "--mig-nodes", "1"],
         {**env, "CLUSTERUI_INGEST_KEY": ingest_key})
     wait_port("127.0.0.1", args.port, "the web server")
     say("")
@@ -335,7 +335,8 @@ def demo(args) -> None:
     say("  sign in as  admin / clusterui-demo   (staff: sees every job)")
     say("          or  alice / clusterui-demo   (a researcher: sees her own jobs)")
     say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs is feeding it, "
-        f"with {args.backfill // 60} min of history")
+        f"with {args.backfill // 60} min of history (gpu-a001's GPUs split into MIG "
+        "instances)")
     say(f"  alert emails: http://localhost:{args.port}/demo/mail/  (a local SMTP sink on port "
         f"{args.smtp_port}; nothing leaves this machine)")
     say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")
