@@ -55,6 +55,12 @@ def test_the_node_page_says_the_old_board_is_gone(replaced, client_for):
     assert "gone: not reported since" in old_row
 
 
+def test_the_gpu_page_says_it_is_gone_rather_than_its_last_utilization(replaced, client_for):
+    page = client_for("staff").get(f"/gpus/{replaced.pk}/").content.decode()
+    assert "gone: not reported since" in page
+    assert 'title="GPU utilization (NVML) now"' not in page
+
+
 def test_the_api_counts_the_gpus_the_node_has_and_marks_the_gone_one(replaced, client_for):
     [node] = client_for("staff").get("/api/v1/nodes/").json()["results"]
     assert (node["gpu_count"], node["gpus_allocated"]) == (8, 8)

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
+from clusterui.inventory import counting
 from clusterui.inventory.models import Gpu
 from clusterui.telemetry.models import GpuEvent
 from clusterui.web import gpupage, timerange
@@ -24,8 +25,9 @@ def gpu_detail(request, pk):
     figures, step = gpupage.figures(gpu, allocs, tr.start, tr.end)
     events = GpuEvent.objects.filter(gpu=gpu, ts__gte=tr.start, ts__lt=tr.end)
     silent = now - node.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    gone = counting.is_gone(gpu, node)  # the node reports, but not this GPU any more
     try:
-        latest = None if silent else gpu.latest
+        latest = None if silent or gone else gpu.latest
     except Gpu.latest.RelatedObjectDoesNotExist:
         latest = None
     context = {
@@ -33,6 +35,7 @@ def gpu_detail(request, pk):
         "node": node,
         "latest": latest,
         "silent": silent,
+        "gone": gone,
         "jobs": sorted(allocs, key=lambda a: a["start"], reverse=True),
         "events": list(events[:EVENTS_SHOWN]),
         "events_total": events.count(),
