@@ -3,7 +3,10 @@ inventory (the usual case: the same GPUs, NICs and jobs in every batch) costs no
 
 An entry is keyed by its owner's database id (a node or cluster row: re-created rows get new
 ids, so a stale entry can never match) and the inventory's content. Entries are refreshed
-at least every ``REFRESH_S`` so that ``last_seen`` keeps moving.
+at least every ``REFRESH_S``, of wall time and of the batches' data time, so that
+``last_seen`` (data time) keeps moving: a node back-filling its history or replaying its
+spool sends an hour of data in seconds, and its GPUs' ``last_seen`` must keep up with the
+node's, or they would look gone (``clusterui.inventory.counting``) and their jobs stale.
 """
 
 import time
@@ -13,7 +16,7 @@ import orjson
 REFRESH_S = 60.0
 _MAX_ENTRIES = 50_000
 
-_entries: dict[tuple[str, int], tuple[bytes, float, dict]] = {}
+_entries: dict[tuple[str, int], tuple[bytes, float, object, dict]] = {}
 
 
 def _fingerprint(content) -> bytes:
@@ -21,20 +24,26 @@ def _fingerprint(content) -> bytes:
                         default=str)
 
 
-def lookup(kind: str, owner_id: int, content) -> dict | None:
+def lookup(kind: str, owner_id: int, content, seen=None) -> dict | None:
+    """The ids written for this content, unless it changed or is due a refresh: written
+    over ``REFRESH_S`` ago, or for data over ``REFRESH_S`` older than ``seen`` (a datetime,
+    the batch's data time)."""
     entry = _entries.get((kind, owner_id))
     if entry is None:
         return None
-    fingerprint, stamp, ids = entry
+    fingerprint, stamp, written_for, ids = entry
     if time.monotonic() - stamp > REFRESH_S or fingerprint != _fingerprint(content):
+        return None
+    if seen is not None and written_for is not None and (
+            (seen - written_for).total_seconds() > REFRESH_S):
         return None
     return ids
 
 
-def remember(kind: str, owner_id: int, content, ids: dict) -> None:
+def remember(kind: str, owner_id: int, content, ids: dict, seen=None) -> None:
     if len(_entries) >= _MAX_ENTRIES:
         _entries.clear()
-    _entries[(kind, owner_id)] = (_fingerprint(content), time.monotonic(), ids)
+    _entries[(kind, owner_id)] = (_fingerprint(content), time.monotonic(), seen, ids)
 
 
 def forget() -> None:

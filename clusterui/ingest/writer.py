@@ -223,14 +223,14 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 results.append(StoreResult(batch_id=None, duplicate=True))
                 continue
             node_id, cluster_id = nodes[(batch.cluster, batch.node)]
-            gpu_ids = _cached(cur, "gpus", node_id, batch.gpus, _upsert_gpus, batch, node_id,
-                              cluster_id, when, batch_id)
+            gpu_ids = _cached(cur, "gpus", node_id, batch.gpus, when, _upsert_gpus, batch,
+                              node_id, cluster_id, when, batch_id)
             if gpu_ids.refused:  # another cluster's GPUs: their rows and events go too
                 batch = _without_refused_gpus(cur, batch, gpu_ids.refused, batch_id)
-            nic_ids = _cached(cur, "nics", node_id, batch.nics, _upsert_nics, batch, node_id,
-                              when)
-            job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], _upsert_jobs, batch,
-                              cluster_id, node_id, gpu_ids, when)
+            nic_ids = _cached(cur, "nics", node_id, batch.nics, when, _upsert_nics, batch,
+                              node_id, when)
+            job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], when, _upsert_jobs,
+                              batch, cluster_id, node_id, gpu_ids, when)
             # Column-wise, at C speed: batch-local references become database ids, times
             # become PostgreSQL's microseconds.
             # Kept as columns (``dedupe.Pending`` makes rows only of late batches).
@@ -604,12 +604,13 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
     return ids
 
 
-def _cached(cur, kind: str, owner_id: int, content, upsert, *args):
-    """Upsert an inventory only when it changed (or its last_seen is due a refresh)."""
-    ids = inventory_cache.lookup(kind, owner_id, content)
+def _cached(cur, kind: str, owner_id: int, content, seen, upsert, *args):
+    """Upsert an inventory only when it changed (or its last_seen is due a refresh: by wall
+    time, or because the data, ``seen``, moved on; ``inventory_cache``)."""
+    ids = inventory_cache.lookup(kind, owner_id, content, seen)
     if ids is None:
         ids = upsert(cur, *args)
-        inventory_cache.remember(kind, owner_id, content, ids)
+        inventory_cache.remember(kind, owner_id, content, ids, seen)
     return ids
 
 

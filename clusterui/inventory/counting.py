@@ -46,9 +46,9 @@ def present(prefix: str = "", node: str = "node__") -> Q:
     return Q(**{f"{prefix}last_seen__gte": F(f"{node}last_seen") - gone_after})
 
 
-def is_gone(gpu, node) -> bool:
-    """``present`` on a GPU and its node already loaded."""
-    return gpu.last_seen < node.last_seen - dt.timedelta(seconds=settings.GPU_GONE_AFTER_S)
+def is_gone(device, node) -> bool:
+    """``present`` on a GPU (or a NIC, by the same rule) and its node already loaded."""
+    return device.last_seen < node.last_seen - dt.timedelta(seconds=settings.GPU_GONE_AFTER_S)
 
 
 def share(prefix: str = ""):

@@ -9,6 +9,7 @@ import pytest
 
 from clusterui.ingest.tasks import ingest_envelope
 from clusterui.inventory.models import Gpu
+from clusterui.jobs.models import Job
 from tests.factories import node_batch
 
 pytestmark = pytest.mark.django_db
@@ -55,6 +56,24 @@ def test_the_node_page_says_the_old_board_is_gone(replaced, client_for):
     assert "gone: not reported since" in old_row
 
 
+def test_a_renamed_nic_is_gone_on_the_node_page(settings, client_for):
+    """A port renamed (a firmware update renumbers the mlx5 devices) leaves its old name
+    behind: the old one says since when, the new one shows its rates."""
+    settings.GPU_GONE_AFTER_S = 600
+    now = time.time()
+    ingest_envelope(node_batch(seq=1, samples=1, start=now - 1500))
+    later = node_batch(seq=2, samples=1, start=now - 30)
+    later["nics"][0]["name"] = "mlx5_4:1"
+    ingest_envelope(later)
+    node_id = Gpu.objects.first().node_id
+    page = client_for("staff").get(f"/nodes/{node_id}/").content.decode()
+    rows = re.findall(r"<tr>(.*?)</tr>", page, re.S)
+    [old] = [r for r in rows if "<td>mlx5_0:1</td>" in r]
+    [new] = [r for r in rows if "<td>mlx5_4:1</td>" in r]
+    assert "gone: not reported since" in old
+    assert "gone" not in new and "8 Gb/s" in new  # its 1 GB/s received
+
+
 def test_the_gpu_page_says_it_is_gone_rather_than_its_last_utilization(replaced, client_for):
     page = client_for("staff").get(f"/gpus/{replaced.pk}/").content.decode()
     assert "gone: not reported since" in page
@@ -77,3 +96,21 @@ def test_metrics_count_the_gpus_the_node_has(replaced, client, settings):
                      re.M), body[:2000]
     assert re.search(r'^clusterui_node_gpus_allocated\{cluster="test",node="gpu-t001"\} '
                      r'8(\.0)?$', body, re.M)
+
+
+def test_a_node_sending_an_hour_of_history_at_once_keeps_its_gpus(settings, client_for):
+    """A back-fill or a spool replay: an hour of data time in a second of wall time, the
+    inventory unchanged. Its GPUs' and its job's last_seen keep up with the node's (the
+    writer's inventory cache refreshes by data time too), so nothing looks gone or stale."""
+    settings.GPU_GONE_AFTER_S = 600
+    now = time.time()
+    for seq in range(1, 8):  # ten minutes of data per batch
+        ingest_envelope(node_batch(seq=seq, samples=1, start=now - 3600 + (seq - 1) * 600))
+    staff = client_for("staff")
+    assert staff.get("/").context["snap"].gpus == 8
+    [row] = staff.get("/nodes/").context["rows"]
+    assert row.gpus == 8
+    node = Gpu.objects.select_related("node").first().node
+    job = Job.objects.get()
+    assert (node.last_seen - job.last_seen).total_seconds() < 60
+    assert all((node.last_seen - g.last_seen).total_seconds() < 60 for g in node.gpus.all())

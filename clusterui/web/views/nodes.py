@@ -32,6 +32,8 @@ def node_detail(request, pk):
     for gpu in gpus:  # no longer reported by the node: its last values are not "now"
         gpu.gone = counting.is_gone(gpu, node)
     nics = list(node.nics.select_related("latest").order_by("name"))
+    for nic in nics:  # renamed or taken out: likewise
+        nic.gone = counting.is_gone(nic, node)
     allocs = nodepage.allocations(node, request.user, tr.start, tr.end)
     figures, step = nodepage.figures(node, gpus, nics, allocs, tr.start, tr.end)
     events = GpuEvent.objects.filter(gpu__node=node, ts__gte=tr.start, ts__lt=tr.end)
