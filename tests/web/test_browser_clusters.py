@@ -50,6 +50,15 @@ def test_choosing_a_cluster_scopes_the_pages(two_clusters, browser):  # noqa: F8
     assert page.locator("#cluster-picker").input_value() == "gpu-b"
     tour.shot("cluster-chosen-overview")
 
+    # Colour the heatmap by SM activity (GPM): the switch keeps the cluster chosen.
+    with page.expect_navigation():
+        page.get_by_role("group", name="Colour the GPUs by").get_by_text("SM activity").click()
+    tour.charts_rendered(1)
+    assert re.search(r"[?&]metric=sm", page.url)
+    assert page.locator("h2").first.inner_text().startswith("SM activity (GPM) now")
+    assert page.locator("#cluster-picker").input_value() == "gpu-b"
+    tour.shot("cluster-chosen-overview-sm")
+
     tour.visit("/nodes/")
     assert page.locator("#cluster-picker").input_value() == "gpu-b"
     assert page.locator("table tbody tr").count() == 2

@@ -216,3 +216,36 @@ def test_the_overview_says_whose_figures_each_part_shows(client_for):
     staff = client_for("staff").get("/?range=1h").content.decode()
     assert "Whole cluster, now</p>" in staff and "by your jobs" not in staff
     assert "All jobs active in the range (last 1 h)" in staff
+
+
+def test_the_heatmap_can_show_sm_activity_where_utilization_misleads(client_for):
+    """A GPU busy with copies alone reads 100 % utilization with no SM busy (as a real H200
+    did: tests/data/real-h200/copy10.json); coloured by SM activity it reads 0. A GPU
+    without GPM has no SM activity to show, and says so."""
+    copying = f.node("gpu-a001", gpus=1, latest_values=lambda i: {
+        "util_pct": 100.0, "sm_active_pct": 0.0})
+    f.job("alice", gpus=copying.gpus.all())
+    f.node("gpu-b001", gpus=1, model="NVIDIA A100-PCIE-40GB", latest_values=lambda i: {
+        "util_pct": 70.0, "sm_active_pct": None})
+    staff = client_for("staff")
+
+    by_util = staff.get(reverse("home"))
+    assert matrix(heatmap(by_util)["data"][1]["z"]) == [[100.0, 70.0]]
+    assert b"GPU utilization (NVML) now" in by_util.content
+
+    by_sm = staff.get(reverse("home"), {"metric": "sm"})
+    assert by_sm.status_code == 200
+    fig = heatmap(by_sm)
+    z, missing = matrix(fig["data"][1]["z"]), matrix(fig["data"][0]["z"])
+    assert z[0][0] == 0.0 and missing[0][1] == 1  # the A100: grey, not a made-up 0
+    assert fig["data"][0]["hovertext"][0][1] == "gpu-b001 GPU 0: no SM activity (no GPM on " \
+                                                "this GPU)"
+    assert b"SM activity (GPM) now" in by_sm.content
+    assert b'href="/nodes/history/?metric=sm"' in by_sm.content
+
+
+def test_a_bad_heatmap_metric_is_a_visible_error(client_for):
+    f.node("gpu-a001", gpus=1)
+    response = client_for("staff").get(reverse("home"), {"metric": "power"})
+    assert response.status_code == 400
+    assert b"metric must be one of util, sm (got &#x27;power&#x27;)" in response.content

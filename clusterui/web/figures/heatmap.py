@@ -1,4 +1,8 @@
-"""The overview's node x GPU utilization heatmap.
+"""The overview's node x GPU heatmap: GPU utilization (NVML), or SM activity (GPM).
+
+NVML's utilization is the share of time any kernel ran, so a GPU busy with copies alone
+reads 99-100 % with no SM doing anything (seen on a real H200: ``tests/data/real-h200``);
+SM activity says how much of the GPU the kernels use, on GPUs with GPM (Hopper and newer).
 
 Nodes run along x and GPU indexes down y. A large cluster wraps into bands of
 ``BAND`` nodes, one under the other, so 1,000 nodes stay readable on one screen. Each
@@ -17,31 +21,41 @@ from clusterui.web.figures.common import INK, MUTED
 BAND = 100  # nodes per band once a cluster has more than SINGLE_BAND_MAX
 SINGLE_BAND_MAX = 48
 NO_DATA = "#d5d9e0"
+# The metrics a cell can be coloured by: (GpuCell attribute, hover name).
+METRICS = {"util": ("util", "utilization"), "sm": ("sm_active", "SM activity")}
 
 
-def _label(cell) -> str:
+def _value(cell, metric: str) -> float | None:
+    return getattr(cell, METRICS[metric][0])
+
+
+def _label(cell, metric: str = "util") -> str:
     if cell.mig:
         return "MIG"
-    if cell.util is None:
+    value = _value(cell, metric)
+    if value is None:
         return ""
-    return f"{cell.util:.0f}" if cell.allocated else "free"
+    return f"{value:.0f}" if cell.allocated else "free"
 
 
-def _hover(cell) -> str:
-    """Who the cell is (its utilization comes from z). Short and ASCII: a 1,000-node
-    cluster ships 8,000 of them."""
+def _hover(cell, metric: str = "util") -> str:
+    """Who the cell is (its value comes from z). Short and ASCII: a 1,000-node cluster
+    ships 8,000 of them."""
     head = f"{escape(cell.node)} GPU {cell.index}"  # names are escaped: Plotly reads tags
     if cell.mig:  # NVML gives a MIG-enabled GPU no utilization: say what is held of it
         return f"{head}: MIG, {cell.allocated_share:.0%} allocated to jobs"
     if cell.util is None:
         return f"{head}: no current sample"
+    if _value(cell, metric) is None:  # reporting, but without GPM
+        return f"{head}: no SM activity (no GPM on this GPU)"
     if cell.job_label:
         return f"{head}, job {escape(cell.job_label)}"
     return f"{head}, {'allocated' if cell.allocated else 'free'}"
 
 
-def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
-    """``cells``: ``snapshot.GpuCell`` in node order, then GPU index."""
+def utilization_heatmap(cells, *, band: int = BAND, metric: str = "util") -> go.Figure | None:
+    """``cells``: ``snapshot.GpuCell`` in node order, then GPU index; ``metric``: a key of
+    ``METRICS``."""
     if not cells:
         return None
     nodes: list[tuple[int, str]] = []
@@ -75,13 +89,14 @@ def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
             for g, cell in by_node[node_id].items():
                 r = b * rows_per_band + g
                 node_ids[r, col] = node_id
-                text[r, col] = _label(cell)
-                if cell.util is None:
+                text[r, col] = _label(cell, metric)
+                value = _value(cell, metric)
+                if value is None:
                     missing[r, col] = 1
-                    hover_missing[r, col] = _hover(cell)
+                    hover_missing[r, col] = _hover(cell, metric)
                 else:
-                    z[r, col] = cell.util
-                    hover[r, col] = _hover(cell)
+                    z[r, col] = value
+                    hover[r, col] = _hover(cell, metric)
         if not single:
             tickvals.append(b * rows_per_band + (gpus - 1) / 2)
             ticktext.append(f"{escape(members[0][1])} –<br>{escape(members[-1][1])}")
@@ -98,8 +113,9 @@ def utilization_heatmap(cells, *, band: int = BAND) -> go.Figure | None:
          "hovertemplate": "%{hovertext}<extra></extra>", **common},
         # No colour bar: the card's legend explains the scale and "no data".
         {"type": "heatmap", "z": z, "colorscale": PLOTLY_SCALE, "zmin": 0, "zmax": 100,
-         "name": "utilization", "hovertext": hover,
-         "hovertemplate": "%{hovertext}<br>utilization <b>%{z:.0f} %</b><extra></extra>",
+         "name": METRICS[metric][1], "hovertext": hover,
+         "hovertemplate": f"%{{hovertext}}<br>{METRICS[metric][1]} <b>%{{z:.0f}} %</b>"
+                          "<extra></extra>",
          **common, **labels},
     ]
     row_px = 30 if single else 11

@@ -10,6 +10,7 @@ from clusterui.gpuhealth.classify import STATE_LABELS, node_health
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
 from clusterui.web import cluster_choice, timerange
+from clusterui.web.figures.heatmap import METRICS as HEATMAP_METRICS
 from clusterui.web.figures.heatmap import utilization_heatmap
 from clusterui.web.snapshot import BUSY_UTIL_PCT, cluster_snapshot
 from clusterui.web.views.support import REFRESH_S, charts, range_context
@@ -23,6 +24,12 @@ def home(request):
     and users that wasted the most GPU time in the chosen range (default 24 h)."""
     now = timezone.now()
     tr, range_error = timerange.parse_or_default(request.GET, default="24h", now=now)
+    # What the heatmap is coloured by: GPU utilization (NVML) or SM activity (GPM).
+    metric = request.GET.get("metric", "util")
+    metric_error = None
+    if metric not in HEATMAP_METRICS:
+        metric_error = f"metric must be one of {', '.join(HEATMAP_METRICS)} (got {metric!r})"
+        metric = "util"
     cluster = cluster_choice.known(request)
     snap = cluster_snapshot(request.user, now, cluster=cluster)
     jobs = Job.objects.visible_to(request.user)
@@ -49,11 +56,14 @@ def home(request):
                                                  viewer=request.user, now=now,
                                                  whole=not cluster)
                            if r["wasted_gpu_hours"] > 0],
-        "charts": charts(heatmap=utilization_heatmap(snap.cells)),
+        "charts": charts(heatmap=utilization_heatmap(snap.cells, metric=metric)),
+        "metric": metric,
+        "metric_error": metric_error,
         "node_health": [(state, label, by_state[state]) for state, label in STATE_LABELS.items()],
         "refresh_s": REFRESH_S,
         "now": now,
         "cluster": cluster,
         **range_context(request, tr, range_error),
     }
-    return render(request, "web/home.html", context, status=400 if range_error else 200)
+    return render(request, "web/home.html", context,
+                  status=400 if range_error or metric_error else 200)
