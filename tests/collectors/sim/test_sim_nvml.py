@@ -115,25 +115,33 @@ def test_real_exception_classes(tmp_path):
         fresh.nvmlDeviceGetCount()
 
 
-def test_gpm_metrics_over_two_samples(tmp_path):
-    node, nv = _node(tmp_path, scenario=Scenario.BUSY_NOT_BUSY)
-    h = nv.nvmlDeviceGetHandleByIndex(0)
+def gpm_metrics(node, nv, h, start: float, end: float, metric_ids):
+    """GPM's metrics of GPU ``h`` over [start, end] of the node's time, as a collector
+    asks for them: two samples, one request."""
     s1, s2 = nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()
+    node.advance(start)
     nv.nvmlGpmSampleGet(h, s1)
-    node.advance(T0 + 10)
+    node.advance(end)
     nv.nvmlGpmSampleGet(h, s2)
     req = nv.c_nvmlGpmMetricsGet_t()
     req.version = nv.NVML_GPM_METRICS_GET_VERSION
-    req.numMetrics = 3
+    req.numMetrics = len(metric_ids)
     req.sample1, req.sample2 = s1, s2
-    for i, mid in enumerate((2, 5, 10)):
+    for i, mid in enumerate(metric_ids):
         req.metrics[i].metricId = mid
     nv.nvmlGpmMetricsGet(req)
-    assert all(req.metrics[i].nvmlReturn == pynvml.NVML_SUCCESS for i in range(3))
-    assert 3 < req.metrics[0].value < 15  # SM activity of a stream of tiny kernels
-    assert nv.nvmlDeviceGetUtilizationRates(h).gpu > 90
     nv.nvmlGpmSampleFree(s1)
     nv.nvmlGpmSampleFree(s2)
+    return req.metrics[:len(metric_ids)]
+
+
+def test_gpm_metrics_over_two_samples(tmp_path):
+    node, nv = _node(tmp_path, scenario=Scenario.BUSY_NOT_BUSY)
+    h = nv.nvmlDeviceGetHandleByIndex(0)
+    metrics = gpm_metrics(node, nv, h, T0, T0 + 10, (2, 5, 10))
+    assert all(m.nvmlReturn == pynvml.NVML_SUCCESS for m in metrics)
+    assert 3 < metrics[0].value < 15  # SM activity of a stream of tiny kernels
+    assert nv.nvmlDeviceGetUtilizationRates(h).gpu > 90
 
 
 def test_pcie_throughput_is_the_traffic_gpm_and_the_counters_integrate(tmp_path):
@@ -141,19 +149,9 @@ def test_pcie_throughput_is_the_traffic_gpm_and_the_counters_integrate(tmp_path)
     the same 20 ms: one traffic model behind NVML's three PCIe readings."""
     node, nv = _node(tmp_path, scenario=Scenario.INPUT_BOUND)
     h = nv.nvmlDeviceGetHandleByIndex(0)
-    s1, s2 = nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()
-    node.advance(T0 + 59.98)
-    nv.nvmlGpmSampleGet(h, s1)
-    node.advance(T0 + 60)
-    nv.nvmlGpmSampleGet(h, s2)
-    req = nv.c_nvmlGpmMetricsGet_t()
-    req.version = nv.NVML_GPM_METRICS_GET_VERSION
-    req.numMetrics = 2
-    req.sample1, req.sample2 = s1, s2
-    req.metrics[0].metricId, req.metrics[1].metricId = 20, 21
-    nv.nvmlGpmMetricsGet(req)
+    metrics = gpm_metrics(node, nv, h, T0 + 59.98, T0 + 60, (20, 21))
     for i, counter in enumerate((pynvml.NVML_PCIE_UTIL_TX_BYTES, pynvml.NVML_PCIE_UTIL_RX_BYTES)):
-        gpm = req.metrics[i].value * 1048576
+        gpm = metrics[i].value * 1048576
         kb = nv.nvmlDeviceGetPcieThroughput(h, counter)
         assert gpm > 1e6 and kb * 1000 == pytest.approx(gpm, rel=1e-3, abs=1000)
 
