@@ -30,7 +30,8 @@ NODE = ["cluster", "node"]
 
 # (name, help, column of _NODES) for the per-node GPU gauges.
 NODE_GAUGES = (
-    ("clusterui_node_gpus", "Physical GPUs of the node (a MIG-enabled GPU once)", "gpus"),
+    ("clusterui_node_gpus",
+     "Physical GPUs the node reports (a MIG-enabled GPU once, gone GPUs not at all)", "gpus"),
     ("clusterui_node_gpus_reporting",
      "Physical GPUs with a current sample (0 while the node is silent)", "reporting"),
     ("clusterui_node_gpus_busy",
