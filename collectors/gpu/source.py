@@ -252,7 +252,8 @@ class GpuSource:
         as those wrap within a tick, from NVML's 20 ms throughput reading (a snapshot, not
         the tick's average: ``docs/collector.md``, "PCIe traffic")."""
         p, h = gpu.probe, gpu.handle
-        pcie_from_gpm = gpu.gpm.enabled and gpu.gpm.pcie
+        # GPM given up on this GPU for good (NOT_SUPPORTED after all): the fields instead.
+        pcie_from_gpm = gpu.gpm.enabled and gpu.gpm.pcie and p.supported("gpm")
         wanted = [c for c in fields.COUNTERS if not (pcie_from_gpm and c[0] in fields.PCIE)]
         types: dict[str, int] = {}
         counters = fields.read_fields(p, h, [(n, f, s) for n, f, s, _ in wanted], types)

@@ -203,6 +203,18 @@ def test_gpm_without_pcie_metrics_falls_back_to_the_64_bit_counters():
     src.close()
 
 
+def test_gpm_given_up_hands_pcie_back_to_nvmls_readings():
+    nvml, clock, src = make(gpm={2: 50.0, 20: 1000.0, 21: 2000.0},
+                            fields={197: (1, 5), 198: (1, 7)}, pcie_kbps=(11, 22))
+    gpu = nvml.gpus[0]
+    src.sample(clock())
+    gpu.errors["nvmlGpmSampleGet"] = pynvml.NVMLError_NotSupported()  # e.g. after a reset
+    clock.t += 10
+    [r] = src.sample(clock())
+    assert (r.values["pcie_tx_bytes_per_s"], r.values["pcie_rx_bytes_per_s"]) == (11e3, 22e3)
+    src.close()
+
+
 def test_32_bit_pcie_counters_are_never_turned_into_rates():
     """Without GPM, a wrapping 32-bit counter gives no rate: the tick takes NVML's 20 ms
     throughput reading (KB/s) instead of a difference that wrapped an unknown number of
