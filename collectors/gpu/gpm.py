@@ -47,9 +47,6 @@ class GpmReader:
         self.handle = handle
         self.gpu_instance_id = gpu_instance_id
         self.metrics = METRICS if gpu_instance_id is not None else METRICS + PCIE_METRICS
-        # Whether this GPU's PCIe rates come from here: until GPM says a PCIe metric is
-        # not supported (then the source falls back to NVML's PCIe readings).
-        self.pcie = gpu_instance_id is None
         self.enabled = False
         self._prev = None
         self._next = None
@@ -69,7 +66,6 @@ class GpmReader:
     def disabled(cls) -> GpmReader:
         reader = cls.__new__(cls)
         reader.enabled = False
-        reader.pcie = False
         reader.metrics = ()
         reader._prev = reader._next = None
         return reader
@@ -116,11 +112,16 @@ class GpmReader:
                 self._no_pcie(ret)
         return out
 
+    @property
+    def pcie(self) -> bool:
+        """Whether this GPU's PCIe rates come from here: until GPM says a PCIe metric is
+        not supported (then the source falls back to NVML's PCIe readings)."""
+        return any(m[1] == PCIE_TX for m in self.metrics)
+
     def _no_pcie(self, ret: int) -> None:
         """GPM has no PCIe metrics on this GPU: stop asking, and let the source read PCIe
         from NVML's fields."""
         if self.pcie:
-            self.pcie = False
             self.metrics = tuple(m for m in self.metrics if m[1] not in (PCIE_TX, PCIE_RX))
             log.info("%s: GPM has no PCIe metrics (nvmlReturn %d); PCIe from NVML's fields",
                      self.probe.label, ret)

@@ -165,11 +165,15 @@ def test_empty_cluster_says_how_to_start(client_for):
     assert b"No nodes have reported yet" in response.content
 
 
-def test_a_bad_range_is_a_visible_error(client_for):
+@pytest.mark.parametrize("query, message", [
+    ({"range": "3w"}, b"range must be one of 1h, 6h, 24h, 7d"),
+    ({"metric": "power"}, b"metric must be one of util, sm (got &#x27;power&#x27;)"),
+])
+def test_a_bad_parameter_is_a_visible_error(client_for, query, message):
     f.node("gpu-a001", gpus=1)
-    response = client_for("staff").get(reverse("home"), {"range": "3w"})
+    response = client_for("staff").get(reverse("home"), query)
     assert response.status_code == 400
-    assert b"range must be one of 1h, 6h, 24h, 7d" in response.content
+    assert message in response.content
 
 
 def test_plotly_comes_from_our_own_static_files(client_for):
@@ -242,10 +246,3 @@ def test_the_heatmap_can_show_sm_activity_where_utilization_misleads(client_for)
                                                 "this GPU)"
     assert b"SM activity (GPM) now" in by_sm.content
     assert b'href="/nodes/history/?metric=sm"' in by_sm.content
-
-
-def test_a_bad_heatmap_metric_is_a_visible_error(client_for):
-    f.node("gpu-a001", gpus=1)
-    response = client_for("staff").get(reverse("home"), {"metric": "power"})
-    assert response.status_code == 400
-    assert b"metric must be one of util, sm (got &#x27;power&#x27;)" in response.content
