@@ -202,6 +202,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
     ]
     results: list[StoreResult] = []
     pending: list[dedupe.Pending] = []
+    touch = _Touch()  # unchanged inventories whose data moved on (``inventory_cache.behind``)
     fabric_rows: list[tuple] = []  # (ts, nic id, *fabric metrics): ``clusterui.fabric``
     # wrap_database_errors: psycopg's errors from the raw cursor become Django's, which is
     # what callers (the Celery task's retry list, the bulk consumer) catch.
@@ -223,14 +224,23 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 results.append(StoreResult(batch_id=None, duplicate=True))
                 continue
             node_id, cluster_id = nodes[(batch.cluster, batch.node)]
-            gpu_ids = _cached(cur, "gpus", node_id, batch.gpus, when, _upsert_gpus, batch,
-                              node_id, cluster_id, when, batch_id)
+            gpu_ids, behind = _cached("gpus", node_id, batch.gpus, when, _upsert_gpus, cur,
+                                      batch, node_id, cluster_id, when, batch_id)
+            if behind:
+                touch.add("gpus", gpu_ids.values(), when)
             if gpu_ids.refused:  # another cluster's GPUs: their rows and events go too
                 batch = _without_refused_gpus(cur, batch, gpu_ids.refused, batch_id)
-            nic_ids = _cached(cur, "nics", node_id, batch.nics, when, _upsert_nics, batch,
-                              node_id, when)
-            job_ids = _cached(cur, "jobs", node_id, [batch.jobs, gpu_ids], when, _upsert_jobs,
-                              batch, cluster_id, node_id, gpu_ids, when)
+            nic_ids, behind = _cached("nics", node_id, batch.nics, when, _upsert_nics, cur,
+                                      batch, node_id, when)
+            if behind:
+                touch.add("nics", nic_ids.values(), when)
+            job_ids, behind = _cached("jobs", node_id, [batch.jobs, gpu_ids], when,
+                                      _upsert_jobs, cur, batch, cluster_id, node_id, gpu_ids,
+                                      when)
+            if behind:  # the job rows' own last_seen is ``_touch_jobs``'s
+                touch.add("job_gpus", ((job_ids[j["id"]], gpu_ids[g])
+                                       for j in batch.jobs.values() for g in j["gpus"]
+                                       if g in gpu_ids and j["id"] in job_ids), when)
             # Column-wise, at C speed: batch-local references become database ids, times
             # become PostgreSQL's microseconds.
             # Kept as columns (``dedupe.Pending`` makes rows only of late batches).
@@ -256,6 +266,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                 pending[-1].dropped[dedupe.EVENT_REASON] += events_stored_before
             results.append(StoreResult(
                 batch_id=batch_id, duplicate=False, rejected=batch.rejected_total))
+        touch.write(cur)
         # Rows stored before (another boot id, a resend) or twice in this flush are dropped.
         dedupe.drop_duplicates(cur, pending, marks)
         counted = []
@@ -604,14 +615,57 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
     return ids
 
 
-def _cached(cur, kind: str, owner_id: int, content, seen, upsert, *args):
-    """Upsert an inventory only when it changed (or its last_seen is due a refresh: by wall
-    time, or because the data, ``seen``, moved on; ``inventory_cache``)."""
-    ids = inventory_cache.lookup(kind, owner_id, content, seen)
+def _cached(kind: str, owner_id: int, content, seen, upsert, *args) -> tuple[dict, bool]:
+    """The inventory's ids, upserted only when it changed or a minute of wall time passed
+    (``inventory_cache``); and whether its rows' last_seen is behind its data (the caller
+    then touches them at the end of the flush, ``_Touch``: a back-fill's batches each carry
+    many minutes of data, and a whole upsert per batch was most of what storing one cost)."""
+    ids = inventory_cache.lookup(kind, owner_id, content)
     if ids is None:
-        ids = upsert(cur, *args)
+        ids = upsert(*args)
         inventory_cache.remember(kind, owner_id, content, ids, seen)
-    return ids
+        return ids, False
+    if inventory_cache.behind(kind, owner_id, seen):
+        inventory_cache.advance(kind, owner_id, seen)
+        return ids, True
+    return ids, False
+
+
+class _Touch(dict):
+    """{table kind: {row key: newest data time}}: the inventory rows whose last_seen moves
+    on in this flush without a whole upsert; written with one statement per table."""
+
+    _SQL = {
+        "gpus": ("inventory_gpu", "%b::bigint[]", "t.id = u.k1"),
+        "nics": ("inventory_nic", "%b::bigint[]", "t.id = u.k1"),
+        "job_gpus": ("jobs_jobgpu", "%b::bigint[], %b::bigint[]",
+                     "t.job_id = u.k1 AND t.gpu_id = u.k2"),
+    }
+
+    def add(self, kind: str, keys, seen: dt.datetime) -> None:
+        rows = self.setdefault(kind, {})
+        for key in keys:
+            if key not in rows or rows[key] < seen:
+                rows[key] = seen
+
+    def write(self, cur) -> None:
+        for kind, (table, key_types, match) in self._SQL.items():
+            rows = self.get(kind)
+            if not rows:
+                continue
+            keys = sorted(rows)  # one lock order for concurrent flushes
+            columns = ([k[0] for k in keys], [k[1] for k in keys]) \
+                if kind == "job_gpus" else (keys,)
+            names = ", ".join(f"k{i + 1}" for i in range(len(columns)))
+            cur.execute(
+                f"""
+                UPDATE {table} t SET last_seen = GREATEST(t.last_seen, u.seen)
+                FROM unnest({key_types}, %b::timestamptz[]) AS u({names}, seen)
+                WHERE {match}
+                """,
+                (*columns, [rows[k] for k in keys]),
+                binary=True,
+            )
 
 
 def _columns(names: tuple[str, ...], kinds: tuple[str, ...], parts: list) -> list[tuple]:

@@ -8,8 +8,10 @@ import time
 import pytest
 
 from clusterui.ingest.tasks import ingest_envelope
-from clusterui.inventory.models import Gpu
-from clusterui.jobs.models import Job
+from clusterui.ingest.validate import validate_batch
+from clusterui.ingest.writer import store_batches
+from clusterui.inventory.models import Gpu, Nic
+from clusterui.jobs.models import Job, JobGpu
 from tests.factories import node_batch
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +116,22 @@ def test_a_node_sending_an_hour_of_history_at_once_keeps_its_gpus(settings, clie
     job = Job.objects.get()
     assert (node.last_seen - job.last_seen).total_seconds() < 60
     assert all((node.last_seen - g.last_seen).total_seconds() < 60 for g in node.gpus.all())
+    assert all((node.last_seen - n.last_seen).total_seconds() < 60 for n in Nic.objects.all())
+    allocations = JobGpu.objects.all()
+    assert len(allocations) == 8
+    assert all((node.last_seen - a.last_seen).total_seconds() < 60 for a in allocations)
+
+
+def test_a_replayed_hour_in_one_flush_keeps_every_device_current():
+    """The bulk consumer stores a spool replay's batches in one transaction: the GPUs',
+    NICs' and allocations' last_seen end at the newest batch's data, whatever the order."""
+    now = time.time()
+    store_batches([validate_batch(node_batch(seq=1, samples=1, start=now - 3600))])
+    # Newest first, then older ones: last_seen never goes back.
+    store_batches([validate_batch(node_batch(seq=seq, samples=1, start=now - 3600 + seq * 600))
+                   for seq in (6, 2, 3, 5, 4)])
+    node = Gpu.objects.select_related("node").first().node
+    newest = node.last_seen
+    assert abs(newest.timestamp() - (now - 3600 + 6 * 600)) < 30
+    for rows in (Gpu.objects.all(), Nic.objects.all(), JobGpu.objects.all()):
+        assert rows and {r.last_seen for r in rows} == {newest}, rows.model.__name__
