@@ -191,6 +191,8 @@ def store_batches(batches: list[Batch], *, received_at: dt.datetime | None = Non
         if "no partition" not in str(exc):
             raise
         partitions.forget_known()
+        # What the rolled-back transaction remembered (a new GPU's id) does not exist.
+        inventory_cache.forget()
         partitions.ensure_partitions(days, window=window)
         return _store(batches, spans, received_at)
 
