@@ -58,6 +58,32 @@ def test_the_node_page_says_the_old_board_is_gone(replaced, client_for):
     assert "gone: not reported since" in old_row
 
 
+def test_devices_gone_for_over_a_week_are_counted_not_listed(settings, client_for):
+    """A board replaced eight days ago and a port renamed then are history: the node page
+    says how many such devices it leaves out instead of listing them forever (MIG instances
+    of every earlier layout would pile up); one gone for a day is still listed."""
+    settings.GPU_GONE_AFTER_S = 600
+    now = time.time()
+    old = node_batch(seq=1, samples=1, start=now - 8 * 86400)
+    old["gpus"][5]["uuid"] = "GPU-removed-last-week"
+    old["nics"][0]["name"] = "mlx5_9:1"
+    ingest_envelope(old)
+    recent = node_batch(seq=2, samples=1, start=now - 86400)
+    recent["gpus"][6]["uuid"] = "GPU-removed-yesterday"
+    ingest_envelope(recent)
+    ingest_envelope(node_batch(seq=3, samples=1, start=now - 60))
+    node_id = Gpu.objects.get(uuid="GPU-removed-last-week").node_id
+    page = client_for("staff").get(f"/nodes/{node_id}/")
+    html = page.content.decode()
+    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "2 devices this node has not reported for over 7 days" in text
+    assert "mlx5_9:1" not in text and "mlx5_0:1" in text
+    assert text.count("gone: not reported since") == 1  # yesterday's board
+    listed = {g.uuid for g in page.context["gpus"]}
+    assert "GPU-removed-yesterday" in listed and "GPU-removed-last-week" not in listed
+    assert len(listed) == 9
+
+
 def test_a_renamed_nic_is_gone_on_the_node_page(settings, client_for):
     """A port renamed (a firmware update renumbers the mlx5 devices) leaves its old name
     behind: the old one says since when, the new one shows its rates."""

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from clusterui.fabric import health
 from clusterui.findings.models import Finding
+from clusterui.ingest.silence import FORGET_AFTER
 from clusterui.inventory import counting
 from clusterui.inventory.models import Node
 from clusterui.telemetry.models import GpuEvent
@@ -34,6 +35,14 @@ def node_detail(request, pk):
     nics = list(node.nics.select_related("latest").order_by("name"))
     for nic in nics:  # renamed or taken out: likewise
         nic.gone = counting.is_gone(nic, node)
+    # Gone for as long as a silent node takes to be forgotten (a board replaced last month,
+    # the MIG instances of every earlier layout): history, not news. Counted, not listed;
+    # each keeps its own page.
+    forgotten = node.last_seen - FORGET_AFTER
+    listed_gpus = [g for g in gpus if not (g.gone and g.last_seen < forgotten)]
+    listed_nics = [n for n in nics if not (n.gone and n.last_seen < forgotten)]
+    unlisted = len(gpus) - len(listed_gpus) + len(nics) - len(listed_nics)
+    gpus, nics = listed_gpus, listed_nics
     allocs = nodepage.allocations(node, request.user, tr.start, tr.end)
     figures, step = nodepage.figures(node, gpus, nics, allocs, tr.start, tr.end)
     events = GpuEvent.objects.filter(gpu__node=node, ts__gte=tr.start, ts__lt=tr.end)
@@ -47,6 +56,8 @@ def node_detail(request, pk):
         "gpus": gpus,
         "nics": nics,
         "silent": silent,
+        "unlisted": unlisted,
+        "forget_days": FORGET_AFTER.days,
         "jobs": sorted(jobs.values(), key=lambda j: j["start"], reverse=True),
         "events": list(events.select_related("gpu")[:EVENTS_SHOWN]),
         "events_total": events.count(),
