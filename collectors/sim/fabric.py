@@ -96,6 +96,14 @@ class SimEthtool:
         }
 
 
+def link_share(faults: list[LinkFault], port: int, t: float) -> float:
+    """The share of its full (4X) rate port ``port`` runs at, at ``t``: a quarter from a
+    width fault's start on. The traffic it carries is scaled by it, so a degraded link never
+    shows more than its rate (a job behind it moves its data four times slower)."""
+    return 0.25 if any(f.port == port and f.kind == "width" and t >= f.start
+                       for f in faults) else 1.0
+
+
 def rate_text(width: int) -> str:
     gbps = IB_RATE_GBPS // 4 * width
     return f"{gbps} Gb/sec ({width}X NDR)\n"

@@ -353,6 +353,8 @@ class SimNode:
         b = self.now
         a = b - window
         ib_share = IB_BYTES_PER_S / self.gpus_per_port() if self.ib_ports else 0.0
+        if self.ib_ports:
+            ib_share *= simfabric.link_share(self.link_faults, self.port_of(gpu), b)
         total = 0.0
         for beh, u, v in self._segments(gpu, a, b):
             ib = beh.ib.integral(u, v) * ib_share
@@ -366,6 +368,8 @@ class SimNode:
         for g in range(self.gpu_count):
             c = self.counters[g]
             port = self.ports[self.port_of(g)] if self.ib_ports else None
+            share = ib_share * simfabric.link_share(self.link_faults, self.port_of(g),
+                                                    (a + b) / 2) if port is not None else 0.0
             for beh, u, v in self._segments(g, a, b):
                 c.energy_j += beh.power.integral(u, v)
                 c.sm += beh.sm.integral(u, v)
@@ -374,7 +378,7 @@ class SimNode:
                 nvl = beh.nvlink.integral(u, v) * nvl_cap
                 c.nvlink_tx += nvl
                 c.nvlink_rx += nvl * 0.985
-                ib = beh.ib.integral(u, v) * ib_share if port is not None else 0.0
+                ib = beh.ib.integral(u, v) * share
                 c.pcie_tx += beh.pcie_tx.integral(u, v) + ib
                 c.pcie_rx += beh.pcie_rx.integral(u, v) + ib * 0.99
                 if port is not None:

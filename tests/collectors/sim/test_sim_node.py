@@ -113,3 +113,27 @@ def test_collector_config_points_at_the_trees(tmp_path):
     assert config.procfs_root == str(tmp_path / "proc")
     assert config.cgroup_root == str(tmp_path / "sys/fs/cgroup")
     assert config.job_map_dir == str(tmp_path / "run/clusterui-jobs")
+
+
+def test_a_degraded_link_carries_no_more_than_its_rate(tmp_path):
+    """A port retrained at 1X (100 Gb/s) shows at most 100 Gb/s of traffic in its counters,
+    as a real one would; its healthy twin under the same job carries more than that."""
+    from collectors.sim.fabric import LinkFault
+
+    node = SimNode(str(tmp_path), "gpu-n001", seed=5)
+    job = SimJob("4712", Scenario.COMM_BOUND_MULTINODE, "dave", 61004, "nlp", "gpu", "allreduce",
+                 T0 - 600, None, ("gpu-n001", "gpu-n002"), 8, 64, 7)
+    node.place(job, tuple(range(8)))
+    node.link_faults.append(LinkFault(port=0, start=T0, kind="width"))
+    node.advance(T0)
+    before = {p.nic.name: p for p in read_ib_ports(node.sysfs_root)}
+    node.advance(T0 + 60)
+    after = {p.nic.name: p for p in read_ib_ports(node.sysfs_root)}
+
+    def gbps(name, attr):
+        return (getattr(after[name], attr) - getattr(before[name], attr)) * 8 / 60 / 1e9
+
+    assert after["mlx5_0:1"].nic.link_bytes_per_s == 12_500_000_000  # 1X NDR: 100 Gb/s
+    for attr in ("tx_bytes", "rx_bytes"):
+        assert 0 < gbps("mlx5_0:1", attr) <= 100
+        assert gbps("mlx5_1:1", attr) > 100
