@@ -3,8 +3,18 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from clusterui.telemetry import partitions
 from clusterui.telemetry.metrics import SAMPLE_TABLES
 from tests.services import Worker
+
+
+@pytest.fixture(autouse=True)
+def _forget_partitions():
+    """A test's partitions go with its rolled-back transaction: so must this process's
+    memory of them, or the next test's first flush writes into one that is gone (the
+    writer then retries, which is not what that test is about)."""
+    yield
+    partitions.forget_known()
 
 
 def _redis(url: str) -> redis.Redis:

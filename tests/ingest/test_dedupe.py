@@ -20,12 +20,6 @@ from tests.factories import node_batch
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _forget_partitions():
-    """Partitions created in a test go with its rolled-back transaction: so must the cache."""
-    yield
-    partitions.forget_known()
-
 
 def count(table: str) -> int:
     with connection.cursor() as cur:

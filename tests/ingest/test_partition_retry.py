@@ -17,11 +17,6 @@ from tests.factories import node_batch
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _forget_partitions():
-    yield
-    partitions.forget_known()
-
 
 def test_a_new_board_stored_on_the_retry_exists_with_its_samples():
     now = time.time()

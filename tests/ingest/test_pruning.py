@@ -16,17 +16,11 @@ from clusterui.ingest.models import IngestBatch, IngestRun, RejectedBatch
 from clusterui.ingest.pruning import prune_ingest_log
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch
-from clusterui.telemetry import partitions
 from clusterui.telemetry.models import GpuEvent
 from tests.factories import node_batch
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture(autouse=True)
-def _forget_partitions():
-    yield
-    partitions.forget_known()
 
 
 @pytest.fixture
