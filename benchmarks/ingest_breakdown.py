@@ -11,8 +11,8 @@ Python around it gets: with it, the ingest targets' time budgets are checked her
 In process, without Redis: ``Consumer.flush`` on the queue items a collector sends
 (``collectors.wire``, signed with a node key), 500 per flush as the consumer takes them,
 every node's inventory already seen once (steady state). Each statement's time is its wall
-time on the client (sending, the server's work, the reply). Its own scratch database,
-``clusterui_bench_breakdown`` (or ``BENCH_DATABASE``).
+time on the client (psycopg encoding its parameters, sending, the server's work, the
+reply). Its own scratch database, ``clusterui_bench_breakdown`` (or ``BENCH_DATABASE``).
 """
 
 import argparse
