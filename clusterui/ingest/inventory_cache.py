@@ -2,19 +2,24 @@
 inventory (the usual case: the same GPUs, NICs and jobs in every batch) costs no upsert.
 
 An entry is keyed by its owner's database id (a node or cluster row: re-created rows get new
-ids, so a stale entry can never match) and the inventory's content. An entry is upserted
-again at least every ``REFRESH_S`` of wall time. Its ``last_seen`` (data time) must also
-keep moving with the data: a node back-filling its history or replaying its spool sends an
-hour of data in seconds, and its GPUs' ``last_seen`` must keep up with the node's, or they
-would look gone (``clusterui.inventory.counting``) and their jobs stale. So an entry whose
-data moved on by ``REFRESH_S`` is ``behind``: the writer then only touches its rows'
-``last_seen`` (one statement per table per flush, not the whole upsert per batch) and
-``advance``-s the entry.
+ids, so a stale entry can never match) and the inventory's content. It is trusted while its
+node keeps reporting through this process: one unused for ``REFRESH_S`` of wall time (or half
+``JOB_STALE_AFTER_S``, if less: the node fell silent, or another consumer process took its
+batches) is upserted again whole, so that what changed meanwhile (its job ended for silence,
+then reported running again) is corrected. While it is in use, its rows' ``last_seen`` (data time) must still keep moving
+with the data: a node's GPUs would otherwise look gone (``clusterui.inventory.counting``)
+and its allocations stale, and a node back-filling its history or replaying its spool sends
+an hour of data in seconds. So an entry whose data moved on by ``REFRESH_S`` is ``behind``:
+the writer then touches its rows' ``last_seen`` alone (one statement per table per flush)
+and ``advance``-s the entry. (Until then every entry was upserted whole every ``REFRESH_S``:
+at a 10 s flush one batch in six paid 4 ms of upserts, more than the rest of its storing,
+measured: ``docs/scaling.md``.)
 """
 
 import time
 
 import orjson
+from django.conf import settings
 
 REFRESH_S = 60.0
 _MAX_ENTRIES = 50_000
@@ -28,15 +33,25 @@ def _fingerprint(content) -> bytes:
 
 
 def lookup(kind: str, owner_id: int, content) -> dict | None:
-    """The ids written for this content, unless it changed or is due a whole upsert again
-    (written over ``REFRESH_S`` of wall time ago)."""
-    entry = _entries.get((kind, owner_id))
+    """The ids written for this content, unless it changed or the entry went unused for
+    ``REFRESH_S`` of wall time (then it is due a whole upsert again)."""
+    key = (kind, owner_id)
+    entry = _entries.get(key)
     if entry is None:
         return None
-    fingerprint, stamp, _written_for, ids = entry
-    if time.monotonic() - stamp > REFRESH_S or fingerprint != _fingerprint(content):
+    fingerprint, used, written_for, ids = entry
+    now = time.monotonic()
+    if now - used > _unused_for() or fingerprint != _fingerprint(content):
         return None
+    _entries[key] = (fingerprint, now, written_for, ids)
     return ids
+
+
+def _unused_for() -> float:
+    """How long an entry may go unused and still be trusted: ``REFRESH_S``, or less where
+    jobs are ended for silence sooner (a node back after its job was ended must upsert it,
+    which revives it)."""
+    return min(REFRESH_S, settings.JOB_STALE_AFTER_S / 2)
 
 
 def behind(kind: str, owner_id: int, seen) -> bool:
@@ -49,8 +64,7 @@ def behind(kind: str, owner_id: int, seen) -> bool:
 
 
 def advance(kind: str, owner_id: int, seen) -> None:
-    """The entry's rows' ``last_seen`` was written for ``seen`` (the wall-time refresh stays
-    due when it was)."""
+    """The entry's rows' ``last_seen`` was written for ``seen``."""
     entry = _entries.get((kind, owner_id))
     if entry is not None:
         _entries[(kind, owner_id)] = (entry[0], entry[1], seen, entry[3])
