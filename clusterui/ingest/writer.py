@@ -342,9 +342,9 @@ def _newest_per_job(gpu: list[tuple], job: list[tuple]) -> dict[int, int]:
 def _touch_jobs(cur, gpu: list[tuple], job: list[tuple], received_at: dt.datetime) -> None:
     """Keep each job's data time (newest sample) and arrival time fresh to within a minute, with
     one statement per flush. The job upsert itself is skipped while a node's inventory is
-    unchanged (``inventory_cache``, a minute of wall-clock time), and during a back-fill a
-    minute of wall-clock time is hours of data: a job's end, when no collector reports it any
-    more, and whether it is still being reported must not lag by that."""
+    unchanged (``inventory_cache``), and during a back-fill a minute of wall-clock time is
+    hours of data: a job's end, when no collector reports it any more, and whether it is
+    still being reported must not lag by that."""
     newest = _newest_per_job(gpu, job)
     due = []
     refresh = _reported_every()
@@ -618,8 +618,8 @@ def _log_batches(cur, batches: list[Batch], spans, nodes, received_at) -> list[i
 
 
 def _cached(kind: str, owner_id: int, content, seen, upsert, *args) -> tuple[dict, bool]:
-    """The inventory's ids, upserted only when it changed or a minute of wall time passed
-    (``inventory_cache``); and whether its rows' last_seen is behind its data (the caller
+    """The inventory's ids, upserted only when it changed or its node was not seen for a
+    minute (``inventory_cache``); and whether its rows' last_seen is behind its data (the caller
     then touches them at the end of the flush, ``_Touch``: a back-fill's batches each carry
     many minutes of data, and a whole upsert per batch was most of what storing one cost)."""
     ids = inventory_cache.lookup(kind, owner_id, content)
