@@ -26,7 +26,7 @@ def counters() -> dict[str, tuple[int, int]]:
 
 
 def test_touching_last_seen_leaves_the_indexes_alone(clean_samples):
-    start = time.time() - 3600
+    start = float(int(time.time()) - 3600)  # whole seconds: compared exactly below
 
     def stored(seq, at):
         store_batches([validate_batch(node_batch(node=f"gpu-h{i:02d}", seq=seq, gpus=8,
