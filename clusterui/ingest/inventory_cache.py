@@ -3,17 +3,18 @@ inventory (the usual case: the same GPUs, NICs and jobs in every batch) costs no
 
 An entry is keyed by its owner's database id (a node or cluster row: re-created rows get new
 ids, so a stale entry can never match) and the inventory's content. It is trusted while its
-node keeps reporting through this process: one unused for ``REFRESH_S`` of wall time (or half
-``JOB_STALE_AFTER_S``, if less: the node fell silent, or another consumer process took its
-batches) is upserted again whole, so that what changed meanwhile (its job ended for silence,
-then reported running again) is corrected. While it is in use, its rows' ``last_seen`` (data time) must still keep moving
-with the data: a node's GPUs would otherwise look gone (``clusterui.inventory.counting``)
-and its allocations stale, and a node back-filling its history or replaying its spool sends
-an hour of data in seconds. So an entry whose data moved on by ``REFRESH_S`` is ``behind``:
-the writer then touches its rows' ``last_seen`` alone (one statement per table per flush)
-and ``advance``-s the entry. (Until then every entry was upserted whole every ``REFRESH_S``:
-at a 10 s flush one batch in six paid 4 ms of upserts, more than the rest of its storing,
-measured: ``docs/scaling.md``.)
+node keeps reporting through this process: one unused for ``REFRESH_S`` of wall time (or
+half ``JOB_STALE_AFTER_S``, if less: the node fell silent, or another consumer process took
+its batches) is upserted again whole, so that what changed meanwhile (its job ended for
+silence, then reported running again) is corrected. While it is in use, its rows'
+``last_seen`` (data time) must still keep moving with the data: a node's GPUs would
+otherwise look gone (``clusterui.inventory.counting``) and its allocations stale, and a
+node back-filling its history or replaying its spool sends an hour of data in seconds. So
+an entry whose data moved on by ``REFRESH_S`` is ``behind``: the writer then touches its
+rows' ``last_seen`` alone (one statement per table per flush) and ``advance``-s the entry.
+(Until then every entry was upserted whole every ``REFRESH_S``: at a 10 s flush one batch
+in six paid 4 ms of upserts, more than the rest of its storing, measured:
+``docs/scaling.md``.)
 """
 
 import time
@@ -34,7 +35,7 @@ def _fingerprint(content) -> bytes:
 
 def lookup(kind: str, owner_id: int, content) -> dict | None:
     """The ids written for this content, unless it changed or the entry went unused for
-    ``REFRESH_S`` of wall time (then it is due a whole upsert again)."""
+    longer than ``_unused_for()`` (then it is due a whole upsert again)."""
     key = (kind, owner_id)
     entry = _entries.get(key)
     if entry is None:

@@ -17,7 +17,6 @@ from tests.factories import node_batch
 pytestmark = pytest.mark.django_db
 
 
-
 def test_a_new_board_stored_on_the_retry_exists_with_its_samples():
     now = time.time()
     store_batches([validate_batch(node_batch(seq=1, samples=1, start=now - 120))])

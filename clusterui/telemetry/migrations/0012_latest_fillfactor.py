@@ -16,15 +16,12 @@ written from now on.
 
 from django.db import migrations
 
+from clusterui.migration_ops import fillfactor
+
 TABLES = ("telemetry_gpulatest", "telemetry_niclatest")
 
 
 class Migration(migrations.Migration):
     dependencies = [("telemetry", "0011_packed_gpu_rollup1h")]
 
-    operations = [
-        migrations.RunSQL(
-            [f"ALTER TABLE {t} SET (fillfactor = 50)" for t in TABLES],
-            [f"ALTER TABLE {t} RESET (fillfactor)" for t in TABLES],
-        ),
-    ]
+    operations = [fillfactor(TABLES, 50)]
