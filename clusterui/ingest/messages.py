@@ -6,11 +6,11 @@ headers and, with Celery's message protocol 2, the body ``[args, kwargs, embed]`
 base64 JSON. The bulk consumer pops those items itself and decodes them here.
 """
 
-import base64
 import binascii
 import json
 
 import orjson
+import pybase64
 from django.conf import settings
 
 from clusterui.ingest.tasks import INGEST_TASK
@@ -74,7 +74,7 @@ def envelope_of(raw: bytes, *, exact: bool = False) -> dict | object:
     properties = message.get("properties")
     if isinstance(properties, dict) and properties.get("body_encoding") == "base64":
         try:
-            body = base64.b64decode(body, validate=True)
+            body = pybase64.b64decode(body, validate=True)
         except (TypeError, ValueError, binascii.Error):
             raise NotIngestMessage("body is not valid base64") from None
     try:
