@@ -84,9 +84,16 @@ _COPY_SLICE_ROWS = 4096
 
 def _pg_micros(stamps) -> list[int]:
     """Unix seconds -> microseconds since 2000-01-01 UTC (a binary timestamptz), rounded
-    half to even like a datetime."""
+    half to even like a datetime. The same float64 arithmetic either way (``round`` of a
+    float rounds half to even, as ``rint`` does); numpy only where its fixed cost per call
+    pays (a node-sized batch's 8 rows took three times as long through it, measured)."""
+    if len(stamps) < _NUMPY_FROM:
+        return [round((float(t) - _PG_EPOCH_UNIX) * 1e6) for t in stamps]
     micros = np.rint((np.asarray(stamps, dtype=np.float64) - _PG_EPOCH_UNIX) * 1e6)
     return micros.astype(np.int64).tolist()
+
+
+_NUMPY_FROM = 64
 
 
 def _from_pg_micros(micros: int) -> dt.datetime:

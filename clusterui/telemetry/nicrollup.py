@@ -101,8 +101,8 @@ def mark_due(cur, pairs) -> None:
     cur.execute(
         f"INSERT INTO {NIC_ROLLUP_DUE_TABLE} (nic_id, hour) "
         "SELECT u.nic_id, timestamptz '2000-01-01 00:00:00+00' + u.us * interval '1 microsecond' "
-        "FROM unnest(%s::int4[], %s::int8[]) AS u(nic_id, us) ON CONFLICT DO NOTHING",
-        [[p[0] for p in pairs], [p[1] for p in pairs]])
+        "FROM unnest(%b::int4[], %b::int8[]) AS u(nic_id, us) ON CONFLICT DO NOTHING",
+        [[p[0] for p in pairs], [p[1] for p in pairs]], binary=True)
 
 
 def write_hours(pairs: list[tuple[int, dt.datetime]]) -> int:
