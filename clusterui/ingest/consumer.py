@@ -191,25 +191,31 @@ class Consumer:
         # Decoding a flush builds hundreds of thousands of lists (a sample row is one), and
         # the cyclic garbage collector would walk them over and over while they are built:
         # five times the cost of the decoding itself (measured). They hold no cycles:
-        # reference counting frees them when the flush is done; collection resumes after.
+        # reference counting frees them when the flush is done; collection resumes after,
+        # once they are freed (``_flush`` has returned): re-enabled while they were still
+        # held, the next allocation's collection walked them all once more (a tenth of a
+        # node-sized flush, measured).
         collecting = gc.isenabled()
         gc.disable()
         try:
-            items: list[_Item] = []
-            for raw in raws:
-                # One message at a time, so that any exception (not only a refusal) sets
-                # aside that message alone.
-                try:
-                    items += self._validate([raw], result)
-                except Exception as exc:  # noqa: BLE001
-                    log.exception("validating a message failed unexpectedly")
-                    self._dead_letter(self._args_of(raw), self._reason(exc), result)
-            self._store(items, result)
+            self._flush(raws, result)
         finally:
             if collecting:
                 gc.enable()
         self._count(result)
         return result
+
+    def _flush(self, raws: list[bytes], result: FlushResult) -> None:
+        items: list[_Item] = []
+        for raw in raws:
+            # One message at a time, so that any exception (not only a refusal) sets aside
+            # that message alone.
+            try:
+                items += self._validate([raw], result)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("validating a message failed unexpectedly")
+                self._dead_letter(self._args_of(raw), self._reason(exc), result)
+        self._store(items, result)
 
     def _count(self, result: FlushResult) -> None:
         for name in ("messages", "stored", "duplicates", "refused", "dead_lettered",
