@@ -5,23 +5,73 @@ the writer does once a minute of wall time (refreshing what it remembers of each
 inventory) is counted, as a cluster would make it pay. A benchmark that stores its batches
 in a few seconds of wall time (``ingest_e2e.py``) never reaches that minute.
 
-    python benchmarks/ingest_steady.py [--nodes 1000] [--rounds 12] [--signed] [--tree PATH]
+    python benchmarks/ingest_steady.py [--nodes 1000] [--rounds 12] [--signed]
+                                       [--against REV [--pairs 2] | --tree PATH]
 
 In process, without Redis: ``Consumer.flush`` on the queue items collectors send, 500 per
 flush, one warm-up round first. ``--tree`` runs another checkout's consumer (e.g. a
 ``git worktree`` of an older commit) with this same driver, for before/after figures in one
 session; ``--signed`` signs as collectors do (trees from before signatures: leave it off).
 Its own scratch database, ``clusterui_bench_steady`` (or ``BENCH_DATABASE``).
+
+``--against REV`` (``make bench``: the commit issue 17 was filed on, ``ISSUE_TREE``) checks
+that commit out in a temporary ``git worktree`` and runs it and this tree alternately,
+``--pairs`` times each, unsigned (as that tree's collectors sent), each run in a process of
+its own, then prints the ratio of their rates: issue 17's "node-sized batches >= 3x today's
+rate, measured in the same run". This machine's speed drifts by a tenth or more from one
+run to the next, hence the alternation and the figure of every run.
 """
 
 import argparse
 import os
+import re
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 FLUSH = 500
 INTERVAL_S = 10.0
+ROOT = Path(__file__).resolve().parent.parent
+ISSUE_TREE = "42da635"  # main when issue 17 was filed
+
+
+def against(rev: str, pairs: int, passed: list[str]) -> None:
+    """Run ``rev`` and this tree alternately; print each run's figure and the ratio."""
+    if shutil.which("git") is None or subprocess.call(
+            ["git", "-C", str(ROOT), "cat-file", "-e", f"{rev}^{{commit}}"],
+            stderr=subprocess.DEVNULL) != 0:
+        print(f"commit {rev} is not in this checkout's history: no before/after ratio "
+              "(run from a git clone of the project)")
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="clusterui-steady-"))
+    old = scratch / rev
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(old),
+                    rev], check=True)
+    figures: dict[str, list[float]] = {rev: [], "this tree": []}
+    try:
+        for _ in range(pairs):
+            for label, tree in ((rev, old), ("this tree", ROOT)):
+                out = subprocess.run([sys.executable, __file__, "--tree", str(tree), *passed],
+                                     check=True, capture_output=True, text=True).stdout
+                sys.stdout.write(out)
+                figures[label].append(float(re.search(r"([\d.]+) ms per batch", out)[1]))
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                       check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+    before, after = figures[rev], figures["this tree"]
+    print(f"\nalternated with {rev} (issue 17 filed), {pairs} runs each, unsigned:")
+    for label, ms in figures.items():
+        print(f"  {label:>10}: " + ", ".join(f"{x:.3f}" for x in ms)
+              + f" ms per batch (median {statistics.median(ms):.3f})")
+    pair_ratios = ", ".join(f"{b / a:.2f}x" for b, a in zip(before, after, strict=True))
+    print(f"  node-sized batches at steady state: {statistics.mean(before) / statistics.mean(after):.2f}x "
+          f"the issue-time tree's rate (means of the runs; pair by pair {pair_ratios}; "
+          "target 3x)")
 
 
 def main() -> None:
@@ -30,9 +80,19 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=12, help="10 s flush intervals")
     parser.add_argument("--signed", action="store_true")
-    parser.add_argument("--tree", default=str(Path(__file__).resolve().parent.parent),
+    parser.add_argument("--tree", default=None,
                         help="the checkout whose consumer runs (default: this one)")
+    parser.add_argument("--against", default=None, metavar="REV",
+                        help=f"alternate with this commit, e.g. {ISSUE_TREE} (issue 17 filed)")
+    parser.add_argument("--pairs", type=int, default=2)
     args = parser.parse_args()
+    if args.against:
+        if args.tree or args.signed:
+            parser.error("--against runs both trees unsigned, each with its own --tree")
+        against(args.against, args.pairs, ["--nodes", str(args.nodes),
+                                           "--rounds", str(args.rounds)])
+        return
+    args.tree = args.tree or str(ROOT)
     os.environ.setdefault("BENCH_DATABASE", "clusterui_bench_steady")
     sys.path.insert(0, str(Path(args.tree).resolve()))
     from benchmarks import ingest_e2e as e2e  # the tree's own, for its database set-up

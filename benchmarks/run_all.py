@@ -23,6 +23,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BASE_DB = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui")
 SCENARIO_DB = "clusterui_bench_scenarios"
+# Arguments a benchmark takes under ``make bench``: the steady-state ingest run alternates
+# with the tree issue 17 was filed on and prints the ratio of their rates.
+ARGUMENTS = {"ingest_steady": ["--against", "42da635"]}
 
 
 def run(title: str, command: list[str], env: dict | None = None) -> bool:
@@ -60,7 +63,7 @@ def main(argv: list[str]) -> int:
     scripts = sorted(p for p in HERE.glob("*.py") if p.name not in {"run_all.py", "__init__.py"})
     if argv:
         scripts = [p for p in scripts if any(name in p.stem for name in argv)]
-    ok = [run(p.stem, [sys.executable, str(p)]) for p in scripts]
+    ok = [run(p.stem, [sys.executable, str(p), *ARGUMENTS.get(p.stem, [])]) for p in scripts]
     if not argv or any(name in "scenario_report" for name in argv):
         ok.append(scenario_report())
     print(f"\n{sum(ok)} of {len(ok)} benchmarks ran cleanly.")
