@@ -6,7 +6,7 @@ inventory) is counted, as a cluster would make it pay. A benchmark that stores i
 in a few seconds of wall time (``ingest_e2e.py``) never reaches that minute.
 
     python benchmarks/ingest_steady.py [--nodes 1000] [--rounds 12] [--signed]
-                                       [--against REV [--pairs 2] | --tree PATH]
+                                       [--against [REV] [--pairs 2] | --tree PATH]
 
 In process, without Redis: ``Consumer.flush`` on the queue items collectors send, 500 per
 flush, one warm-up round first. ``--tree`` runs another checkout's consumer (e.g. a
@@ -14,12 +14,12 @@ flush, one warm-up round first. ``--tree`` runs another checkout's consumer (e.g
 session; ``--signed`` signs as collectors do (trees from before signatures: leave it off).
 Its own scratch database, ``clusterui_bench_steady`` (or ``BENCH_DATABASE``).
 
-``--against REV`` (``make bench``: the commit issue 17 was filed on, ``ISSUE_TREE``) checks
-that commit out in a temporary ``git worktree`` and runs it and this tree alternately,
-``--pairs`` times each, unsigned (as that tree's collectors sent), each run in a process of
-its own, then prints the ratio of their rates: issue 17's "node-sized batches >= 3x today's
-rate, measured in the same run". This machine's speed drifts by a tenth or more from one
-run to the next, hence the alternation and the figure of every run.
+``--against [REV]`` (alone, as ``make bench`` gives it: ``ISSUE_TREE``, the commit issue 17
+was filed on) checks that commit out in a temporary ``git worktree`` and runs it and this
+tree alternately, ``--pairs`` times each, unsigned (as that tree's collectors sent), each
+run in a process of its own, then prints the ratio of their rates: issue 17's "node-sized
+batches >= 3x today's rate, measured in the same run". This machine's speed drifts by a
+tenth or more from one run to the next, hence the alternation and the figure of every run.
 """
 
 import argparse
@@ -69,9 +69,9 @@ def against(rev: str, pairs: int, passed: list[str]) -> None:
         print(f"  {label:>10}: " + ", ".join(f"{x:.3f}" for x in ms)
               + f" ms per batch (median {statistics.median(ms):.3f})")
     pair_ratios = ", ".join(f"{b / a:.2f}x" for b, a in zip(before, after, strict=True))
-    print(f"  node-sized batches at steady state: {statistics.mean(before) / statistics.mean(after):.2f}x "
-          f"the issue-time tree's rate (means of the runs; pair by pair {pair_ratios}; "
-          "target 3x)")
+    ratio = statistics.mean(before) / statistics.mean(after)
+    print(f"  node-sized batches at steady state: {ratio:.2f}x the issue-time tree's rate "
+          f"(means of the runs; pair by pair {pair_ratios}; target 3x)")
 
 
 def main() -> None:
@@ -82,8 +82,8 @@ def main() -> None:
     parser.add_argument("--signed", action="store_true")
     parser.add_argument("--tree", default=None,
                         help="the checkout whose consumer runs (default: this one)")
-    parser.add_argument("--against", default=None, metavar="REV",
-                        help=f"alternate with this commit, e.g. {ISSUE_TREE} (issue 17 filed)")
+    parser.add_argument("--against", nargs="?", const=ISSUE_TREE, default=None, metavar="REV",
+                        help=f"alternate with this commit (alone: {ISSUE_TREE}, issue 17 filed)")
     parser.add_argument("--pairs", type=int, default=2)
     args = parser.parse_args()
     if args.against:

@@ -193,7 +193,7 @@ class Consumer:
         # five times the cost of the decoding itself (measured). They hold no cycles:
         # reference counting frees them when the flush is done; collection resumes after,
         # once they are freed (``_flush`` has returned): re-enabled while they were still
-        # held, the next allocation's collection walked them all once more (a tenth of a
+        # held, the next allocation's collection walked them all once more (5-10 % of a
         # node-sized flush, measured).
         collecting = gc.isenabled()
         gc.disable()

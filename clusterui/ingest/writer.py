@@ -82,6 +82,9 @@ _HOUR_US = 3_600_000_000
 _COPY_SLICE_ROWS = 4096
 
 
+_NUMPY_FROM = 64  # rows from which ``_pg_micros`` goes through numpy
+
+
 def _pg_micros(stamps) -> list[int]:
     """Unix seconds -> microseconds since 2000-01-01 UTC (a binary timestamptz), rounded
     half to even like a datetime. The same float64 arithmetic either way (``round`` of a
@@ -91,9 +94,6 @@ def _pg_micros(stamps) -> list[int]:
         return [round((float(t) - _PG_EPOCH_UNIX) * 1e6) for t in stamps]
     micros = np.rint((np.asarray(stamps, dtype=np.float64) - _PG_EPOCH_UNIX) * 1e6)
     return micros.astype(np.int64).tolist()
-
-
-_NUMPY_FROM = 64
 
 
 def _from_pg_micros(micros: int) -> dt.datetime:
