@@ -8,7 +8,6 @@ minute ago, as the server refuses samples older than its raw retention.
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -19,23 +18,16 @@ from clusterui.inventory.models import Gpu
 from clusterui.jobs.models import Job
 from clusterui.telemetry.metrics import GPU_METRIC_NAMES
 from clusterui.telemetry.models import GpuLatest
+from tests import real_batches
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "real-h200"
+DATA = real_batches.DATA / "real-h200"
 NAMES = ("idle10", "copy10", "matmul10")
 
 
 def real_batch(name: str, newest: float) -> dict:
-    batch = json.loads((DATA / f"{name}.json").read_text())
-    shift = newest - max(row[0] for row in batch["gpu_samples"]["rows"])
-    for section in ("gpu_samples", "nic_samples", "job_samples", "gpu_health"):
-        for row in batch[section]["rows"]:
-            row[0] += shift
-    for event in batch["events"]:
-        event["ts"] += shift
-    batch["sent_at"] += shift
-    return batch
+    return real_batches.real_batch("real-h200", name, newest)
 
 
 def stored_rows():

@@ -1,0 +1,73 @@
+"""A job the collector found on a real NVIDIA H100 from its processes alone, as its owner
+sees it through the API.
+
+The fixtures (``tests/data/real-h100-cgroup``, README there) are two batches the collector's
+own code built with the real NVML and a real kernel's cgroup v2: a PyTorch job ran in the
+cgroup slurmstepd gives a task (``system.slice/slurmstepd.scope/job_4243/step_0/user/
+task_0``) with a Slurm step's environment, and there was no prolog mapping file. The second
+batch is from after the job exited and its cgroup was removed. Only timestamps are moved.
+"""
+
+import datetime as dt
+import time
+
+import pytest
+from django.db import connection
+
+from clusterui.ingest.tasks import ingest_envelope
+from clusterui.jobs.models import Job
+from tests import real_batches
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FOLDER = "real-h100-cgroup"
+
+
+@pytest.fixture
+def stored(users, clean_samples):
+    during = real_batches.load(FOLDER, "cgroup10")
+    after = real_batches.load(FOLDER, "after4")
+    shift = time.time() - 60 - real_batches.newest_sample(after)  # one shift: the GPU's spacing
+    for batch in (during, after):
+        ingest_envelope(real_batches.shifted(batch, shift))
+    return {"during": during, "after": after, "job": Job.objects.get(external_id="4243")}
+
+
+def attributed(batch):
+    fields = batch["gpu_samples"]["fields"]
+    return [dict(zip(fields, row, strict=True))["job"] for row in batch["gpu_samples"]["rows"]]
+
+
+def test_the_job_is_bobs_from_its_processes_and_ends_when_its_cgroup_goes(stored):
+    job = stored["job"]
+    # Who and what, from the job step's environment (no mapping file, no scontrol).
+    assert (job.scheduler, job.user, job.name, job.account, job.partition, job.cpus) == (
+        "slurm", "bob", "train-resnet", "vision", "gpu", 4)
+    # Its GPU rows: from the tick its CUDA context appeared in NVML's process list, not
+    # before (PyTorch was still starting), and none once it had gone.
+    assert attributed(stored["during"]) == [None, None] + ["4243"] * 8
+    assert attributed(stored["after"]) == [None] * 4
+    with connection.cursor() as cur:
+        cur.execute("SELECT j.external_id, count(*) FROM telemetry_gpusample s "
+                    "LEFT JOIN jobs_job j ON j.id = s.job_id GROUP BY 1 ORDER BY 1")
+        assert cur.fetchall() == [("4243", 8), (None, 6)]
+    # Ended: the collector saw the cgroup removed and said when.
+    ended = stored["after"]["jobs"][0]["ended_at"]
+    assert job.state == "ended" and job.ended_at is not None
+    assert abs(job.ended_at.timestamp() - ended) < 1e-3
+
+
+def test_its_owner_reads_the_cgroups_cpu_and_memory_beside_the_gpu(api, stored):
+    job = stored["job"]
+    assert api("alice").get(f"/api/v1/jobs/{job.id}/").status_code == 404  # not hers
+    body = api("bob").get(f"/api/v1/jobs/{job.id}/metrics/", {
+        "metrics": "cpu_cores_used,host_mem_used_bytes,sm_active_pct,power_w"}).json()
+    series = {s["metric"]: [v for v in s["values"] if v is not None] for s in body["series"]}
+    # The job held CPUs 0-3 (its cpuset) and kept them busy: 3 loader threads and the
+    # thread launching the products. Its cgroup's memory: the 1 GiB host tensor, PyTorch
+    # and CUDA's libraries and their page cache (memory.current counts them all).
+    assert series["cpu_cores_used"] and all(3.8 < v <= 4.0 for v in series["cpu_cores_used"])
+    assert all(2.3e9 < v < 2.6e9 for v in series["host_mem_used_bytes"])
+    # The GPU meanwhile: bf16 products at the power cap.
+    assert max(series["sm_active_pct"]) > 90 and max(series["power_w"]) > 690
+    assert dt.datetime.fromisoformat(body["to"]).timestamp() <= job.ended_at.timestamp() + 1
