@@ -5,8 +5,10 @@ fewer physical GPUs: with 7 instances a GPU (1g.10gb), node GPUs 0-6 are the ins
 physical GPU 0, 7-13 of GPU 1, and so on. Everything the node models per GPU (jobs, their
 processes and cgroups, memory, SM activity) is then an instance's, so the collector and the
 attribution run unchanged against it. ``SimMpsNVML(node)`` (and ``SimMigNVML(..., mps=True)``)
-puts every job process behind an MPS server: the compute process list holds only the
-server, the clients are in the MPS list.
+puts every job process behind an MPS server: the compute process list holds the server and
+every client, the MPS list the clients alone, as a real H100 listed them (driver 580.159.04,
+2026-11-26, three clients of two jobs: ``docs/collector.md``, "Job attribution"). Under MIG
+the same is assumed per instance (not seen: MIG could not be enabled there).
 
 What NVML does on a MIG-enabled GPU, as simulated (sources in ``docs/collector.md``, "MIG
 instances"): ``nvmlDeviceGetUtilizationRates`` is NOT_SUPPORTED on the GPU and on its
@@ -58,11 +60,12 @@ def _process(pid: int, used: int, gi: int = 0xFFFFFFFF, ci: int = 0xFFFFFFFF):
 
 
 class SimMpsNVML(SimNVML):
-    """Every job process is an MPS client; the compute list shows the MPS server."""
+    """Every job process is an MPS client; the compute list shows the MPS server first,
+    then the clients (as the real driver did)."""
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         clients = super().nvmlDeviceGetComputeRunningProcesses(handle)
-        return [_process(MPS_SERVER_PID, 0)] if clients else []
+        return [_process(MPS_SERVER_PID, 0), *clients] if clients else []
 
     def nvmlDeviceGetMPSComputeRunningProcesses(self, handle):
         return SimNVML.nvmlDeviceGetComputeRunningProcesses(self, handle)
@@ -225,8 +228,8 @@ class SimMigNVML(SimNVML):
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         if isinstance(handle, SimMigHandle):
             clients = self._clients(self._mig(handle))
-            if self.mps:
-                return [_process(MPS_SERVER_PID, 0, handle.slot + 1, 0)] if clients else []
+            if self.mps and clients:
+                return [_process(MPS_SERVER_PID, 0, handle.slot + 1, 0), *clients]
             return clients
         # The GPU's own list: every instance's processes (NVML's aggregate in MIG mode).
         out = []

@@ -2,8 +2,8 @@
 
 The simulator answers NVML's own calls (``collectors/sim/sharing.py``): a MIG-enabled H100
 with 1g.10gb instances, utilization NOT_SUPPORTED on MIG, processes per MIG handle, MPS
-clients in ``nvmlDeviceGetMPSComputeRunningProcesses`` and the MPS server in the compute
-list. What is checked is what a user sees: each instance is a GPU of its own under its
+clients in ``nvmlDeviceGetMPSComputeRunningProcesses`` and the MPS server and its clients in
+the compute list (as a real H100's driver listed them). What is checked is what a user sees: each instance is a GPU of its own under its
 parent, with its memory and profile, no made-up utilization, and the job that runs on it.
 """
 
@@ -155,18 +155,40 @@ def test_profile_from_name_else_built_as_slurm_names_it():
 
 
 def test_mps_clients_attribute_the_job_not_the_mps_server(tmp_path):
-    _, nvml, batch, rows = _run(tmp_path, SimMpsNVML, gpus=2, job_gpus=(1,), mapping=False)
+    node, nvml, batch, rows = _run(tmp_path, SimMpsNVML, gpus=2, job_gpus=(1,), mapping=False)
     nvml.nvmlInit()
     h = nvml.nvmlDeviceGetHandleByIndex(1)
-    assert [p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)] == [MPS_SERVER_PID]
+    clients = [pid for pid, _ in node.processes(1)]
+    # As a real H100 listed them: the server (in no job's cgroup) and then every client.
+    assert [p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)] == [
+        MPS_SERVER_PID, *clients]
+    assert [p.pid for p in nvml.nvmlDeviceGetMPSComputeRunningProcesses(h)] == clients
     assert _job_uuids(batch) == {nvml.nvmlDeviceGetUUID(h)}
     assert any(r["job"] == "77" for r in rows)
 
 
+class ServerOnly(SimMpsNVML):
+    """A compute list holding the MPS server alone: what this project assumed before a real
+    driver was seen (it listed the clients too); the MPS list must then find the job."""
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        procs = super().nvmlDeviceGetComputeRunningProcesses(handle)
+        return procs[:1]
+
+    nvmlDeviceGetComputeRunningProcesses_v3 = nvmlDeviceGetComputeRunningProcesses
+
+
+def test_a_compute_list_of_the_server_alone_still_finds_the_job_through_the_mps_list(tmp_path):
+    _, _, batch, rows = _run(tmp_path, ServerOnly, gpus=2, job_gpus=(1,), mapping=False)
+    assert [j["id"] for j in batch["jobs"]] == ["77"] and any(r["job"] == "77" for r in rows)
+
+
 def test_without_the_mps_list_only_the_server_is_seen_and_no_job(tmp_path):
-    class NoMpsList(SimMpsNVML):
+    class NoMpsList(ServerOnly):
         def nvmlDeviceGetMPSComputeRunningProcesses(self, handle):
             return SimNVML.nvmlDeviceGetMPSComputeRunningProcesses(self, handle)
+
+        nvmlDeviceGetMPSComputeRunningProcesses_v3 = nvmlDeviceGetMPSComputeRunningProcesses
 
     # The control for the test above: the MPS server's pid leads to no job.
     _, _, batch, rows = _run(tmp_path, NoMpsList, gpus=2, job_gpus=(1,), mapping=False)

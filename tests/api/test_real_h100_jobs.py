@@ -1,11 +1,12 @@
-"""A job the collector found on a real NVIDIA H100 from its processes alone, as its owner
-sees it through the API.
+"""Jobs the collector found on a real NVIDIA H100 from their processes alone, as their
+owners see them through the API.
 
-The fixtures (``tests/data/real-h100-cgroup``, README there) are two batches the collector's
-own code built with the real NVML and a real kernel's cgroup v2: a PyTorch job ran in the
-cgroup slurmstepd gives a task (``system.slice/slurmstepd.scope/job_4243/step_0/user/
-task_0``) with a Slurm step's environment, and there was no prolog mapping file. The second
-batch is from after the job exited and its cgroup was removed. Only timestamps are moved.
+The fixtures (``tests/data/real-h100-cgroup`` and ``real-h100-mps``, a README in each) are
+batches the collector's own code built with the real NVML and a real kernel's cgroup v2,
+with no prolog mapping file: a PyTorch job in the cgroup slurmstepd gives a task
+(``system.slice/slurmstepd.scope/job_4243/step_0/user/task_0``) with a Slurm step's
+environment, and the batch after it exited and its cgroup was removed; and two jobs sharing
+the GPU through CUDA MPS. Only timestamps are moved.
 """
 
 import datetime as dt
@@ -21,6 +22,12 @@ from tests import real_batches
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FOLDER = "real-h100-cgroup"
+
+
+def ingest_now(folder: str, name: str) -> dict:
+    batch = real_batches.real_batch(folder, name, time.time() - 60)
+    ingest_envelope(batch)
+    return batch
 
 
 @pytest.fixture
@@ -71,3 +78,20 @@ def test_its_owner_reads_the_cgroups_cpu_and_memory_beside_the_gpu(api, stored):
     # The GPU meanwhile: bf16 products at the power cap.
     assert max(series["sm_active_pct"]) > 90 and max(series["power_w"]) > 690
     assert dt.datetime.fromisoformat(body["to"]).timestamp() <= job.ended_at.timestamp() + 1
+
+
+def test_two_jobs_sharing_the_gpu_through_mps_it_goes_to_the_one_with_more_clients(api, users,
+                                                                                   clean_samples):
+    batch = ingest_now("real-h100-mps", "mps6")
+    # The compute list held the MPS server (in no job's cgroup) and the three clients: two
+    # of carol's job 4244, one of dave's 4245. A GPU row carries one job: the majority's.
+    assert attributed(batch) == ["4244"] * 6
+    [job] = Job.objects.all()
+    assert (job.external_id, job.user, job.name, job.partition) == (
+        "4244", "carol", "mps-4244", "shared")
+    body = api("carol").get(f"/api/v1/jobs/{job.id}/metrics/", {
+        "metrics": "cpu_cores_used,sm_active_pct"}).json()
+    series = {s["metric"]: [v for v in s["values"] if v is not None] for s in body["series"]}
+    # Two processes of about 4 busy cores each; three clients' kernels side by side.
+    assert series["cpu_cores_used"] and all(7.5 < v < 8.5 for v in series["cpu_cores_used"])
+    assert series["sm_active_pct"] and min(series["sm_active_pct"]) > 99.9
