@@ -13,7 +13,9 @@ recomputed from those totals, so a pass costs the new samples, not the job's who
   neither used nor wasted (``docs/detectors.md``).
 - GPU-hours allocated: allocated GPUs x the window's wall time, from the job's start even
   when our first sample came later (the GPUs were held all along). Used: each GPU's mean
-  "busy" over its samples x the wall time (the samples stand for the whole run), where busy is GPM SM activity where the GPU reports it and NVML
+  "busy" over its samples x the wall time (the samples stand for the whole run; how much of
+  it they cover is ``measured_from``, which the pages and the report show when it is less
+  than 95 %), where busy is GPM SM activity where the GPU reports it and NVML
   utilization otherwise (``util_source`` says which). Wasted: allocated - used. A GPU that
   sent no sample in the window counts as allocated and not used.
 - Per GPU: mean, p10 and p90 of busy (percentile_cont over a 1 %-bin histogram: exact for
@@ -148,6 +150,7 @@ def compute(eff, *, started_at: dt.datetime | None, interval_s: float, gpus: lis
     end = max(lasts)
     wall_h = max(0.0, (end - start).total_seconds()) / 3600.0
     eff.window_start, eff.window_end = start, end
+    eff.measured_from = max(start, min(firsts) - dt.timedelta(seconds=interval_s))
     eff.gpus = len(gpus)
     # A MIG instance is its share of a GPU (slices over the GPU's), a whole GPU is 1.
     eff.gpu_hours_allocated = sum(g.share for g in gpus) * wall_h

@@ -100,6 +100,11 @@ class JobEfficiency(models.Model):
     computed_at = models.DateTimeField()
     window_start = models.DateTimeField()
     window_end = models.DateTimeField()
+    # When the job's samples begin (its first sample less one sampling interval): the
+    # window starts at the scheduler's start, and before this the figures are the mean
+    # over the samples standing in for time nobody measured. Null: not computed since the
+    # field was added.
+    measured_from = models.DateTimeField(null=True)
     gpus = models.IntegerField(default=0)
     gpu_hours_allocated = models.FloatField(default=0.0)
     gpu_hours_used = models.FloatField(default=0.0)
@@ -161,6 +166,22 @@ class JobEfficiency(models.Model):
         if not self.gpu_hours_allocated or not judged:
             return None
         return 100.0 * self.gpu_hours_used / judged
+
+    @property
+    def measured_pct(self) -> float | None:
+        """The share of the window the job's samples cover, in percent (None: unknown)."""
+        if self.measured_from is None or self.window_end <= self.window_start:
+            return None
+        whole = (self.window_end - self.window_start).total_seconds()
+        covered = (self.window_end - max(self.measured_from, self.window_start)).total_seconds()
+        return 100.0 * max(0.0, covered) / whole
+
+    @property
+    def partly_measured(self) -> bool:
+        """True when the samples leave more than a twentieth of the window unmeasured (the
+        collector came after the job started, or no process or mapping file named it)."""
+        pct = self.measured_pct
+        return pct is not None and pct < 95.0
 
 
 class GpuSlice(models.Model):

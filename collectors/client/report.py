@@ -104,6 +104,7 @@ def render(report: dict, *, width: int = WIDTH, ascii_only: bool = False) -> str
             f"  GPU efficiency {_bar(eff['efficiency_pct'])} {pct(eff['efficiency_pct'])}",
             f"  GPU-hours: {hours(eff['gpu_hours_allocated'])} allocated, "
             f"{hours(eff['gpu_hours_used'])} used, {hours(eff['gpu_hours_wasted'])} wasted",
+            *_coverage(eff),
             f"  Used time weighted by: {SOURCES.get(eff['util_source'], eff['util_source'])}",
             f"  Mean {SOURCES.get(eff['util_source'], 'busy')} over GPUs: "
             f"{pct(eff['util_mean_pct'])}",
@@ -154,6 +155,16 @@ def render(report: dict, *, width: int = WIDTH, ascii_only: bool = False) -> str
                      f"{job['judged_at']}).")
     lines.append(RULE)
     return "\n".join(lines) + "\n"
+
+
+def _coverage(eff: dict) -> list[str]:
+    """A line when the samples cover less than 95 % of the run (servers before this field
+    send no ``measured_pct``: nothing is said)."""
+    covered = eff.get("measured_pct")
+    if covered is None or covered >= 95.0:
+        return []
+    return [f"  Measured from: {eff['measured_from']} ({covered:.0f} % of the run; the rest "
+            "assumed alike)"]
 
 
 def _cores(eff: dict) -> str:

@@ -135,6 +135,9 @@ def test_the_report_prints_the_apis_figures(login_node, server, tmp_path):
     assert f"GPU memory high-water: {eff['mem_peak_mib']:,.0f} MiB of 81,920 MiB" in out
     assert f"GPU energy: {eff['energy_j'] / 3.6e6:.3f} kWh" in out
     assert "Used time weighted by: SM activity (GPM)" in out
+    # Samples from T0 only, ten minutes after the job's start: half of its run measured.
+    assert eff["measured_pct"] == pytest.approx(50.0)
+    assert f"Measured from: {eff['measured_from']} (50 % of the run; the rest" in out
     # Per node: the API's per_node, and by hand.
     nodes = {n["node"]: n for n in eff["per_node"]}
     assert (nodes["h101"]["efficiency_pct"], nodes["h102"]["efficiency_pct"]) == (

@@ -12,14 +12,21 @@ the real ingest path:
 """
 
 import datetime as dt
+import html
+import re
 import time
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
 
 from clusterui.findings.choices import FindingKind, Severity, UtilSource
 from clusterui.findings.models import Finding, JobEfficiency
 from clusterui.findings.runner import run_pass
 from clusterui.ingest.tasks import ingest_envelope
+from clusterui.jobs.models import Job as JobRow
 from tests.findings.batches import Job, Node, Sample, node_batch
 
 N = 40
@@ -98,6 +105,46 @@ def test_efficiency_matches_a_hand_computation(split):
                                                                    pytest.approx(10.0))
     assert (eff.cpu_cores_mean, eff.cpus_allocated) == (pytest.approx(4.0), 16)
     assert eff.efficiency_pct == pytest.approx(100 * USED / ALLOCATED)
+    # Measured from the first sample less one interval: 400 s of the 4,000 s window.
+    assert eff.measured_from == dt.datetime.fromtimestamp(T0, dt.UTC)
+    assert eff.measured_pct == pytest.approx(10.0) and eff.partly_measured
+
+
+@pytest.mark.django_db
+def test_the_job_page_and_the_api_say_how_much_of_the_run_was_measured():
+    _store_and_pass(None)
+    staff = get_user_model().objects.create_user("admin", "a@example.org", "pw", is_staff=True)
+    job = JobRow.objects.get(external_id="77")
+    client = Client()
+    client.force_login(staff)
+    page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    start, first = (dt.datetime.fromtimestamp(t, dt.UTC) for t in (T0 - 3600, T0))
+    assert (f"Measured from {first:%H:%M} only: the samples cover 10 % of the time since "
+            f"the job started at {start:%H:%M}. For the 1 hour before") in text
+
+    api = APIClient()
+    api.force_authenticate(staff)
+    eff = api.get(f"/api/v1/jobs/{job.pk}/").json()["efficiency"]
+    assert eff["measured_pct"] == pytest.approx(10.0)
+    assert dt.datetime.fromisoformat(eff["measured_from"]) == first
+
+
+@pytest.mark.django_db
+def test_a_job_measured_from_its_start_has_no_such_note():
+    node = Node("h001")
+    job = Job("78", gpus=[0], started_at=T0)  # our first sample 10 s after its start
+    batch = node_batch(node, seq=1, times=TIMES, jobs=[job], gpu={0: [Sample(util=50, sm=40)] * N},
+                       owner={0: "78"})
+    assert ingest_envelope(batch).rejected == 0
+    run_pass(now=dt.datetime.fromtimestamp(END + 30, dt.UTC))
+    eff = JobEfficiency.objects.get(job__external_id="78")
+    assert eff.measured_pct == pytest.approx(100.0) and not eff.partly_measured
+    staff = get_user_model().objects.create_user("admin", "a@example.org", "pw", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    page = client.get(reverse("job-detail", args=[eff.job_id])).content.decode()
+    assert "of the allocated GPU time was used" in page and "Measured from" not in page
 
 
 @pytest.mark.django_db
@@ -122,3 +169,4 @@ def test_low_utilization_finding_carries_the_hand_computed_numbers():
                                                   dt.datetime.fromtimestamp(END, dt.UTC))
     assert "7 min" in low.explanation and "2.0 GPU-hours wasted" in low.explanation
     assert low.suggestion
+

@@ -66,13 +66,23 @@ class EfficiencySerializer(serializers.ModelSerializer):
     """The detector pass's figures (not its internal running sums)."""
 
     efficiency_pct = serializers.FloatField(read_only=True, allow_null=True)
+    measured_from = serializers.DateTimeField(
+        read_only=True, allow_null=True,
+        help_text="When the job's samples begin (its first sample less one sampling "
+                  "interval). The window starts at the scheduler's start; before this the "
+                  "mean over the samples stands in for time that was not measured")
+    measured_pct = serializers.FloatField(
+        read_only=True, allow_null=True,
+        help_text="The share of the window (window_start to window_end) the samples cover, "
+                  "in percent; null when not known")
     per_node = serializers.SerializerMethodField(
         help_text="Per node: its GPUs, their allocated, used and wasted GPU-hours, mean busy "
                   "(the efficiency's signal) and NVML utilization, memory and energy")
 
     class Meta:
         model = JobEfficiency
-        fields = ["computed_at", "window_start", "window_end", "through", "finalized_at",
+        fields = ["computed_at", "window_start", "window_end", "measured_from", "measured_pct",
+                  "through", "finalized_at",
                   "gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
                   "efficiency_pct", "util_source", "util_mean_pct", "per_gpu", "mem_peak_mib",
                   "mem_capacity_mib", "energy_j", "net_bytes", "nic_util_mean_pct",
