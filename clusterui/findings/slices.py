@@ -52,6 +52,10 @@ def minute_ceil(t: dt.datetime) -> dt.datetime:
     return floor if floor == t else floor + dt.timedelta(seconds=SLICE_S)
 
 
+# More than any GPU draws (NVIDIA's B200 is rated 1,000 W, the GB300 about 1,400 W): an
+# energy counter step above this times its interval is not a step of the same counter.
+MAX_GPU_POWER_W = 2000.0
+
 _GPU_SQL = """
 WITH w AS (
     SELECT * FROM unnest(%(job)s::int[], %(gpu)s::int[], %(t0)s::timestamptz[],
@@ -64,6 +68,8 @@ raw AS MATERIALIZED (
            COALESCE(s.sm_active_pct, s.util_pct) AS busy, s.mem_used_mib, s.energy_j,
            CASE WHEN row_number() OVER g = 1 THEN s.energy_j - w.prev_energy
                 ELSE s.energy_j - lag(s.energy_j) OVER g END AS de,
+           s.power_w,
+           extract(epoch FROM s.ts - COALESCE(lag(s.ts) OVER g, w.t0)) AS dts,
            100.0 * GREATEST(s.nvlink_tx_bytes_per_s, s.nvlink_rx_bytes_per_s)
                  / NULLIF(w.nvl_cap, 0) AS nvl,
            COALESCE(s.throttle_reasons, 0) & %(bits)s AS tbits,
@@ -138,7 +144,12 @@ FROM (
            count(sm_active_pct) AS sm_n, COALESCE(sum(sm_active_pct), 0) AS sm_sum,
            COALESCE(sum(busy), 0) AS busy_sum, count(busy) AS busy_n,
            max(mem_used_mib) AS mem_max,
-           sum(CASE WHEN de >= 0 THEN de WHEN de < 0 THEN energy_j END) AS energy,
+           -- A rise no GPU could make in the time (more than %(max_w)s W), or a fall to
+           -- more than it could have used since a driver reload: not this counter's
+           -- steps (a replaced or re-simulated counter); the power reading stands in.
+           sum(CASE WHEN de >= 0 AND de <= dts * %(max_w)s THEN de
+                    WHEN de < 0 AND energy_j <= dts * %(max_w)s THEN energy_j
+                    WHEN de IS NOT NULL THEN COALESCE(power_w, 0) * dts END) AS energy,
            (array_agg(energy_j ORDER BY ts DESC) FILTER (WHERE energy_j IS NOT NULL))[1]
                AS energy_last,
            COALESCE(sum(nvl), 0) AS nvl_sum, count(nvl) AS nvl_n, max(nvl) AS nvl_max
@@ -167,6 +178,7 @@ def add_gpu_samples(work: list[Work], t: Thresholds) -> dict[tuple[int, int], di
         "energy": [g[3] for _, g in rows],
         "lo": min(w.t0 for w in work),
         "hi": max(w.t1 for w in work),
+        "max_w": MAX_GPU_POWER_W,
         "bits": REAL_THROTTLE_BITS,
         "idle": GPU_IDLE_BIT,
         "high": t.comm_traffic_pct,

@@ -170,3 +170,32 @@ def test_low_utilization_finding_carries_the_hand_computed_numbers():
     assert "7 min" in low.explanation and "2.0 GPU-hours wasted" in low.explanation
     assert low.suggestion
 
+
+def _jumping(k: int) -> float:
+    """A counter 2,000 J a sample that twice becomes another counter: back to 500 MJ (more
+    than any GPU uses in 10 s after a driver reload), then up to 9 GJ (more than any GPU uses
+    in 10 s at all), as when a simulated node is restarted with its history re-made."""
+    if k < 10:
+        return 1e9 + 2000 * k
+    if k < 20:
+        return 5e8 + 2000 * (k - 10)
+    return 9e9 + 2000 * (k - 20)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("split", [None, 15], ids=["one pass", "two passes"])
+def test_an_energy_counter_replaced_by_another_counts_the_power_reading_for_that_step(split):
+    node = Node("h001")
+    job = Job("79", gpus=[0], started_at=T0)
+    times = TIMES[:30]
+    parts = [(0, 30)] if split is None else [(0, split), (split, 30)]
+    for seq, (a, b) in enumerate(parts, start=1):
+        batch = node_batch(node, seq=seq, times=times[a:b], jobs=[job], owner={0: "79"},
+                           gpu={0: [Sample(util=50, sm=40, energy=_jumping(k))
+                                    for k in range(a, b)]})
+        assert ingest_envelope(batch).rejected == 0
+        run_pass(now=dt.datetime.fromtimestamp(times[b - 1] + 30, dt.UTC))
+    eff = JobEfficiency.objects.get(job__external_id="79")
+    # 27 steps of the counter's own 2,000 J; the two jumps as 300 W (the power reading the
+    # batches carry) x 10 s. Counted as a reset to zero they would add 500 MJ and 8.5 GJ.
+    assert eff.energy_j == pytest.approx(27 * 2000 + 2 * 300 * 10)
