@@ -14,6 +14,7 @@ re-created under the same name (a StatefulSet's) with another UID is a new job.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import Counter
@@ -26,6 +27,8 @@ from collectors.attribution.metadata import Scontrol, meta_from_environ, read_en
 from collectors.attribution.slurm_gpus import SlurmGpuIndex
 from collectors.attribution.usage import cpu_count, cpu_seconds, memory_bytes
 from collectors.rates import CounterRates
+
+log = logging.getLogger(__name__)
 
 _LEADING_INT = re.compile(r"^\s*(\d+)")
 # How long after the sample that saw a Slurm job end its exit state is asked for again, at
@@ -114,6 +117,7 @@ class JobAttributor:
         self._closing: dict[tuple[str, str], tuple[Job, float]] = {}  # job -> (job, ask until)
         self._cpu = CounterRates()
         self._pod_ids: dict[tuple[str, str], str] = {}  # (namespace, name) -> active job id
+        self._shared: dict[str, frozenset] = {}  # GPU uuid -> the jobs last said to share it
 
     def attribute(
         self,
@@ -145,7 +149,7 @@ class JobAttributor:
         by_sluid = {e.meta["sluid"]: e.job_id for e in mapping.values() if "sluid" in e.meta}
         for index, uuid, pids in gpus:
             pod = (pods or {}).get(uuid)
-            job = self._from_processes(pids, by_sluid)
+            job = self._from_processes(pids, by_sluid, uuid)
             if pod is not None:
                 job = self._from_pod(pod, job)
             job = (job or self._from_mapping(mapping.get(index))
@@ -193,7 +197,8 @@ class JobAttributor:
         except OSError:
             return False
 
-    def _from_processes(self, pids: list[int], by_sluid: dict[str, str]) -> Job | None:
+    def _from_processes(self, pids: list[int], by_sluid: dict[str, str],
+                        uuid: str = "") -> Job | None:
         votes: Counter = Counter()
         found = {}
         for pid in pids:
@@ -208,8 +213,28 @@ class JobAttributor:
                 found[key] = Job(hit.job, hit.job.uid, cgroup_dirs=hit.cgroup_dirs)
                 found[key].meta["_pid"] = str(pid)
         if not votes:
+            self._shared.pop(uuid, None)
             return None
-        return found[votes.most_common(1)[0][0]]
+        ranked = votes.most_common()
+        self._say_shared(uuid, ranked)
+        return found[ranked[0][0]]
+
+    def _say_shared(self, uuid: str, ranked: list) -> None:
+        """Processes of several jobs on one GPU (MPS clients, Slurm shards, time-slicing):
+        a GPU row carries one job, so the others are not reported on it. Said once per GPU
+        and set of jobs, in the log, so an operator can see whom the figures leave out."""
+        jobs = frozenset(key for key, _n in ranked)
+        if len(jobs) < 2:
+            self._shared.pop(uuid, None)
+            return
+        if self._shared.get(uuid) == jobs:
+            return
+        self._shared[uuid] = jobs
+        (_s, kept), kept_n = ranked[0]
+        others = ", ".join(f"{job_id} ({n})" for (_s, job_id), n in ranked[1:])
+        log.warning("GPU %s runs processes of %d jobs: its samples go to job %s (%d "
+                    "processes); not reported on it: %s", uuid, len(jobs), kept, kept_n,
+                    others)
 
     def _resolve_sluid(self, hit: ProcessJob, pid: int, by_sluid: dict[str, str]):
         """A Slurm >= 26.05 cgroup path names the job by SLUID: the job id is the one the

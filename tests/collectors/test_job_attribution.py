@@ -236,3 +236,25 @@ def test_slurmd_gres_lines_give_device_files_in_index_order():
     assert expand_files("/dev/nvidia[08-10]") == ["/dev/nvidia08", "/dev/nvidia09",
                                                   "/dev/nvidia10"]  # fmt: skip
     assert parse_slurmd_gres("") == []
+
+
+def test_a_gpu_shared_by_two_jobs_goes_to_the_one_with_more_processes_and_the_log_says_so(
+        roots, caplog):
+    """As on a real H100 under MPS (tests/data/real-h100-mps): two processes of one job and
+    one of another on the same GPU. The row carries one job; the log names the other, once."""
+    other = SLURM_V2.replace("812345", "812346")
+    for pid, text in ((10, SLURM_V2), (11, SLURM_V2), (12, other)):
+        add_process(roots["proc"], pid, text)
+    att = make_attributor(roots)
+    with caplog.at_level("WARNING", logger="collectors.attribution.attributor"):
+        for ts in (10.0, 20.0):
+            owners, _ = att.attribute(ts, [(0, UUID0, [10, 11, 12])])
+            assert owners[UUID0].ref.id == "812345"
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"GPU {UUID0} runs processes of 2 jobs: its samples go to job 812345 (2 "
+                    "processes); not reported on it: 812346 (1)"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="collectors.attribution.attributor"):
+        att.attribute(30.0, [(0, UUID0, [10])])  # alone again: nothing to say
+        att.attribute(40.0, [(0, UUID0, [10, 12])])  # shared again: said again
+    assert len(caplog.records) == 1 and "812346 (1)" in caplog.records[0].getMessage()
