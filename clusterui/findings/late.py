@@ -129,7 +129,7 @@ def works(items: list[Late], gpus_of, intervals: dict[int, float], window_s: int
     """One ``slices.Work`` per late item: the job's GPUs on that node, no energy carried."""
     out = []
     for item in items:
-        gpus = [(g.gpu_id, g.node_id, g.nvlink_bytes_per_s, None)
+        gpus = [(g.gpu_id, g.node_id, g.nvlink_bytes_per_s, None, None)
                 for g in gpus_of.get(item.job.id, ()) if g.node_id == item.node_id]
         if not gpus:
             continue

@@ -206,14 +206,16 @@ def _plan(job: Job, gpus: list[GpuInfo], nodes: dict[int, tuple], first: dt.date
     caught_up = t1 <= limit
     if not caught_up:
         t1, final = limit, False
-    prev_energy = {int(k): a.get("energy_last")
-                   for k, a in eff.accum.get("gpus", {}).items()} if eff.accum else {}
+    added = eff.accum.get("gpus", {}) if eff.accum else {}
+    prev_energy = {int(k): a.get("energy_last") for k, a in added.items()}
+    prev_ts = {int(k): dt.datetime.fromisoformat(a["last_ts"])
+               for k, a in added.items() if a.get("last_ts")}
     work = slices.Work(
         job_id=job.id, t0=t0, t1=max(t0, t1),
         keep_from=slices.minute_floor(t1 - dt.timedelta(seconds=t.window_s)),
         cpus_per_node=job.cpus,
-        gpus=[(g.gpu_id, g.node_id, g.nvlink_bytes_per_s, prev_energy.get(g.gpu_id))
-              for g in gpus],
+        gpus=[(g.gpu_id, g.node_id, g.nvlink_bytes_per_s, prev_energy.get(g.gpu_id),
+               prev_ts.get(g.gpu_id)) for g in gpus],
         nodes={n: nodes[n][1] or DEFAULT_INTERVAL_S for n in node_ids},
     )
     return _Plan(job, eff, work, start, interval, final, end, caught_up)

@@ -37,8 +37,10 @@ class Work:
     t1: dt.datetime
     keep_from: dt.datetime  # minutes older than this are never read by a window: no slices
     cpus_per_node: int | None
-    # (gpu id, node id, NVLink capacity bytes/s or None, energy counter's last value or None)
-    gpus: list[tuple[int, int, float | None, float | None]] = field(default_factory=list)
+    # (gpu id, node id, NVLink capacity bytes/s or None, energy counter's last value or None,
+    # the time of the GPU's last sample already added or None)
+    gpus: list[tuple[int, int, float | None, float | None, dt.datetime | None]] = field(
+        default_factory=list)
     # node id -> sampling interval, s
     nodes: dict[int, float] = field(default_factory=dict)
 
@@ -60,8 +62,8 @@ _GPU_SQL = """
 WITH w AS (
     SELECT * FROM unnest(%(job)s::int[], %(gpu)s::int[], %(t0)s::timestamptz[],
                          %(t1)s::timestamptz[], %(keep)s::timestamptz[], %(cap)s::float8[],
-                         %(energy)s::float8[])
-        AS w(job_id, gpu_id, t0, t1, keep_from, nvl_cap, prev_energy)
+                         %(energy)s::float8[], %(prev_ts)s::timestamptz[])
+        AS w(job_id, gpu_id, t0, t1, keep_from, nvl_cap, prev_energy, prev_ts)
 ),
 raw AS MATERIALIZED (
     SELECT w.job_id, w.gpu_id, w.keep_from, s.ts, s.util_pct, s.sm_active_pct,
@@ -69,7 +71,7 @@ raw AS MATERIALIZED (
            CASE WHEN row_number() OVER g = 1 THEN s.energy_j - w.prev_energy
                 ELSE s.energy_j - lag(s.energy_j) OVER g END AS de,
            s.power_w,
-           extract(epoch FROM s.ts - COALESCE(lag(s.ts) OVER g, w.t0)) AS dts,
+           extract(epoch FROM s.ts - COALESCE(lag(s.ts) OVER g, w.prev_ts, w.t0)) AS dts,
            100.0 * GREATEST(s.nvlink_tx_bytes_per_s, s.nvlink_rx_bytes_per_s)
                  / NULLIF(w.nvl_cap, 0) AS nvl,
            COALESCE(s.throttle_reasons, 0) & %(bits)s AS tbits,
@@ -176,6 +178,7 @@ def add_gpu_samples(work: list[Work], t: Thresholds) -> dict[tuple[int, int], di
         "keep": [w.keep_from for w, _ in rows],
         "cap": [g[2] for _, g in rows],
         "energy": [g[3] for _, g in rows],
+        "prev_ts": [g[4] for _, g in rows],
         "lo": min(w.t0 for w in work),
         "hi": max(w.t1 for w in work),
         "max_w": MAX_GPU_POWER_W,

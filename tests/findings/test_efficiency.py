@@ -199,3 +199,32 @@ def test_an_energy_counter_replaced_by_another_counts_the_power_reading_for_that
     # 27 steps of the counter's own 2,000 J; the two jumps as 300 W (the power reading the
     # batches carry) x 10 s. Counted as a reset to zero they would add 500 MJ and 8.5 GJ.
     assert eff.energy_j == pytest.approx(27 * 2000 + 2 * 300 * 10)
+
+
+@pytest.mark.django_db
+def test_a_gpu_whose_samples_lag_its_jobs_other_gpu_keeps_its_energy_step_across_passes():
+    """Two GPUs of one job; GPU 1's samples stop 60 s before GPU 0's in the first pass and
+    resume in the next. Its first step then spans 70 s of 300 W: 21 kJ, more than 2,000 W
+    over the 10 s since the pass's start would allow, and still the counter's own step."""
+    node = Node("h001")
+    job = Job("80", gpus=[0, 1], started_at=T0)
+    first, second = TIMES[:20], TIMES[20:30]
+
+    def energy(k):
+        return 1e6 + 300 * 10 * k  # 300 W, a sample every 10 s
+
+    gpu0 = [Sample(util=50, sm=40, energy=energy(k)) for k in range(30)]
+    gpu1 = [Sample(util=50, sm=40, energy=energy(k)) for k in range(30)]
+    batch = node_batch(node, seq=1, times=first, jobs=[job], owner={0: "80", 1: "80"},
+                       gpu={0: gpu0[:20], 1: gpu1[:20]})
+    batch["gpu_samples"]["rows"] = [r for r in batch["gpu_samples"]["rows"]  # GPU 1 stops
+                                    if r[1] == 0 or r[0] <= first[13]]
+    assert ingest_envelope(batch).rejected == 0
+    run_pass(now=dt.datetime.fromtimestamp(first[-1] + 30, dt.UTC))
+    later = node_batch(node, seq=2, times=second, jobs=[job], owner={0: "80", 1: "80"},
+                       gpu={0: gpu0[20:], 1: gpu1[20:]})
+    assert ingest_envelope(later).rejected == 0
+    run_pass(now=dt.datetime.fromtimestamp(second[-1] + 30, dt.UTC))
+    eff = JobEfficiency.objects.get(job__external_id="80")
+    # GPU 0: 29 steps of 3 kJ; GPU 1: 13 steps, then one of 7 x 3 kJ (k 13 -> 20), then 9.
+    assert eff.energy_j == pytest.approx(29 * 3000 + (13 + 7 + 9) * 3000)
