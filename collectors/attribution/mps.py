@@ -12,7 +12,7 @@ and is outvoted or ignored.
 
 Where several jobs share one GPU through MPS, the GPU is attributed to the job with the
 most client processes on it (``JobAttributor._from_processes`` votes): a GPU row carries
-one job.
+one job, and the collector's log names the jobs left out (``_say_shared``).
 """
 
 from __future__ import annotations
