@@ -10,6 +10,7 @@ import uuid as uuidlib
 from collectors import __version__
 from collectors.attribution import Job, JobAttributor
 from collectors.attribution.mig import gres_positions
+from collectors.attribution.namespaces import BusyWithoutProcesses
 from collectors.attribution.podmap import PodMap
 from collectors.config import Config
 from collectors.fabric import FIELDS as FABRIC_FIELDS
@@ -71,6 +72,8 @@ class Agent:
             self.gpus = None
         else:
             self.gpus = GpuSource(nvml, clock)
+        # NVML lists no process of another PID namespace: say so when a GPU works unseen.
+        self._unseen = BusyWithoutProcesses() if isinstance(self.gpus, GpuSource) else None
         self._reset_buffers()
         self._gpu_info: dict[str, dict] = {}
         self._nic_info: dict[str, dict] = {}
@@ -86,6 +89,8 @@ class Agent:
     def sample(self) -> None:
         ts = self.clock()
         readings = self.gpus.sample(ts) if self.gpus is not None else []
+        if self._unseen is not None:
+            self._unseen.check(readings)
         self._refresh_gpu_info()
         index_of = {uuid: info["index"] for uuid, info in self._gpu_info.items()}
         inventory = self.gpus.inventory if self.gpus else []

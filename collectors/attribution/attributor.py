@@ -118,6 +118,7 @@ class JobAttributor:
         self._cpu = CounterRates()
         self._pod_ids: dict[tuple[str, str], str] = {}  # (namespace, name) -> active job id
         self._shared: dict[str, frozenset] = {}  # GPU uuid -> the jobs last said to share it
+        self._said_cgroupns = False
 
     def attribute(
         self,
@@ -207,6 +208,14 @@ class JobAttributor:
                 hit = self._resolve_sluid(hit, pid, by_sluid)
             if hit is None:
                 continue
+            if hit.outside_namespace and not self._said_cgroupns:
+                self._said_cgroupns = True
+                log.warning(
+                    "process %d's cgroup is given relative to the collector's own cgroup "
+                    "namespace: run the collector in the host's (--cgroupns=host; on "
+                    "Kubernetes a privileged container). Its job is still named; its CPU and "
+                    "memory are read from %s, the path without its leading '..'", pid,
+                    ", ".join(hit.cgroup_dirs))
             key = (hit.job.scheduler, hit.job.id)
             votes[key] += 1
             if key not in found:

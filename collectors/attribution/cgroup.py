@@ -75,6 +75,22 @@ def job_from_path(path: str) -> tuple[JobRef, str] | None:
 class ProcessJob:
     job: JobRef
     cgroup_dirs: tuple[str, ...]  # candidate job directories under cgroup_root, best first
+    # The path was relative to a private cgroup namespace ("/../../system.slice/..."):
+    # attribution/namespaces.py
+    outside_namespace: bool = False
+
+
+_UP = re.compile(r"^(?:/\.\.)+(?=/|$)")
+
+
+def host_path(path: str) -> tuple[str, bool]:
+    """(the path relative to the cgroup root, whether it climbed out of the reader's cgroup
+    namespace). In a private cgroup namespace the kernel writes another cgroup's path
+    relative to the reader's own, ``/../../system.slice/...`` (seen on a real GPU node:
+    ``attribution/namespaces.py``); dropping the ``..`` gives the host's path when the two
+    cgroups share only the root, as a Slurm job's and a container's do."""
+    rel, n = _UP.subn("", path)
+    return rel.lstrip("/"), bool(n)
 
 
 def job_of_pid(procfs_root: str, cgroup_root: str, pid: int) -> ProcessJob | None:
@@ -89,6 +105,7 @@ def job_of_pid(procfs_root: str, cgroup_root: str, pid: int) -> ProcessJob | Non
 def job_of_cgroup_text(text: str, cgroup_root: str) -> ProcessJob | None:
     found: JobRef | None = None
     dirs: list[str] = []
+    escaped = False
     for line in parse_cgroup_file(text):
         hit = job_from_path(line.path)
         if hit is None:
@@ -100,7 +117,8 @@ def job_of_cgroup_text(text: str, cgroup_root: str) -> ProcessJob | None:
             continue
         if found.uid is None and job.uid is not None:
             found = job
-        rel = job_path.lstrip("/")
+        rel, up = host_path(job_path)
+        escaped |= up
         if line.hierarchy == "0" and not line.controllers:
             dirs.insert(0, os.path.join(cgroup_root, rel))  # v2 unified hierarchy
         else:
@@ -108,7 +126,7 @@ def job_of_cgroup_text(text: str, cgroup_root: str) -> ProcessJob | None:
             dirs.extend(os.path.join(cgroup_root, c, rel) for c in line.controllers)
     if found is None:
         return None
-    return ProcessJob(found, tuple(dict.fromkeys(dirs)))
+    return ProcessJob(found, tuple(dict.fromkeys(dirs)), escaped)
 
 
 def slurm_job_dirs(
