@@ -41,11 +41,25 @@ _ENV_KEYS = {
 }
 
 
+_said_denied = False
+
+
 def read_environ(procfs_root: str, pid: int, keys) -> dict[str, str]:
     """The named variables of a process's environment that are set and not empty."""
+    global _said_denied
+    path = os.path.join(procfs_root, str(pid), "environ")
     try:
-        with open(os.path.join(procfs_root, str(pid), "environ"), "rb") as fh:
+        with open(path, "rb") as fh:
             raw = fh.read()
+    except PermissionError:
+        if not _said_denied:
+            _said_denied = True
+            log.warning(
+                "cannot read %s (permission denied): jobs found by their processes get "
+                "their user, name and CPUs from mapping files and scontrol only. Reading "
+                "another user's process environment takes CAP_SYS_PTRACE and "
+                "CAP_DAC_READ_SEARCH together (the shipped systemd unit grants both)", path)
+        return {}
     except OSError:
         return {}
     out = {}
