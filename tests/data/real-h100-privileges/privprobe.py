@@ -8,7 +8,7 @@ from collectors.attribution import JobAttributor
 from collectors.attribution.metadata import Scontrol
 from collectors.attribution.slurm_gpus import SlurmGpuIndex
 
-print("uid", os.getuid(), "caps", [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")])
+print("uid", os.getuid(), "caps", [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")])
 n.nvmlInit()
 h = n.nvmlDeviceGetHandleByIndex(0)
 uuid = n.nvmlDeviceGetUUID(h)
