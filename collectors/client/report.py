@@ -158,13 +158,12 @@ def render(report: dict, *, width: int = WIDTH, ascii_only: bool = False) -> str
 
 
 def _coverage(eff: dict) -> list[str]:
-    """A line when the samples cover less than 95 % of the run (servers before this field
-    send no ``measured_pct``: nothing is said)."""
-    covered = eff.get("measured_pct")
-    if covered is None or covered >= 95.0:
+    """A line when the server says the samples cover too little of the run to go unsaid
+    (``partly_measured``; servers before it send none: nothing is said)."""
+    if not eff.get("partly_measured"):
         return []
-    return [f"  Measured from: {eff['measured_from']} ({covered:.0f} % of the run; the rest "
-            "assumed alike)"]
+    return [f"  Measured from: {eff['measured_from']} ({eff['measured_pct']:.0f} % of the run; "
+            "the rest assumed alike)"]
 
 
 def _cores(eff: dict) -> str:

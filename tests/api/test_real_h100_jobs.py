@@ -80,8 +80,8 @@ def test_its_owner_reads_the_cgroups_cpu_and_memory_beside_the_gpu(api, stored):
     assert dt.datetime.fromisoformat(body["to"]).timestamp() <= job.ended_at.timestamp() + 1
 
 
-def test_two_jobs_sharing_the_gpu_through_mps_it_goes_to_the_one_with_more_clients(api, users,
-                                                                                   clean_samples):
+def test_two_jobs_sharing_the_gpu_through_mps_it_goes_to_the_one_with_more_clients(
+        api, clean_samples):
     batch = ingest_now("real-h100-mps", "mps6")
     # The compute list held the MPS server (in no job's cgroup) and the three clients: two
     # of carol's job 4244, one of dave's 4245. A GPU row carries one job: the majority's.

@@ -13,40 +13,13 @@ import os
 
 import pytest
 
-from collectors.agent import Agent
 from collectors.attribution.mig import gres_positions
 from collectors.attribution.slurm_gpus import parse_slurmd_gres
 from collectors.gpu.mig import profile_of
-from collectors.sim.node import SimJob, SimNode
+from collectors.sim.node import SimNode
 from collectors.sim.nvml import SimNVML
-from collectors.sim.scenarios import Scenario
 from collectors.sim.sharing import MPS_SERVER_PID, SimMigNVML, SimMpsNVML
-
-T0 = 1_763_800_000.0
-
-
-def _run(tmp_path, nvml_class, *, gpus=7, job_gpus=(0, 1), mapping=True, **kwargs):
-    node = SimNode(str(tmp_path / "n"), "mig-n0", gpus=gpus, seed=3)
-    job = SimJob("77", Scenario.HEALTHY, "bob", 61002, "vision", "gpu", "vit", T0 - 100, None,
-                 ("mig-n0",), len(job_gpus), 8, 11)  # fmt: skip
-    node.place(job, job_gpus)
-    nvml = nvml_class(node, **kwargs)
-    overrides = {} if mapping else {"job_map_dir": str(tmp_path / "no-mapping-files")}
-    now = [T0]
-    agent = Agent(node.collector_config(cluster="c", interval=10, flush=60, **overrides),
-                  nvml=nvml, clock=lambda: now[0])
-    try:
-        node.advance(T0)
-        for tick in range(1, 4):
-            now[0] = T0 + 10 * tick
-            node.advance(now[0])
-            agent.sample()
-        batch = agent.build_batch()
-    finally:
-        agent.close()
-    fields = batch["gpu_samples"]["fields"]
-    rows = [dict(zip(fields, r, strict=True)) for r in batch["gpu_samples"]["rows"]]
-    return node, nvml, batch, rows
+from tests.collectors.sim_agent import T0, run_agent
 
 
 def _job_uuids(batch, job_id="77"):
@@ -55,7 +28,7 @@ def _job_uuids(batch, job_id="77"):
 
 
 def test_each_mig_instance_is_a_gpu_under_its_parent_with_profile_and_memory(tmp_path):
-    _, nvml, batch, rows = _run(tmp_path, SimMigNVML)
+    _, nvml, batch, rows = run_agent(tmp_path, SimMigNVML)
     parents = [g for g in batch["gpus"] if "parent_uuid" not in g]
     instances = [g for g in batch["gpus"] if "parent_uuid" in g]
     assert len(parents) == 1 and parents[0]["mig_enabled"] is True
@@ -72,7 +45,7 @@ def test_each_mig_instance_is_a_gpu_under_its_parent_with_profile_and_memory(tmp
 
 
 def test_mig_rows_send_null_utilization_and_their_own_memory_and_sm_activity(tmp_path):
-    _, nvml, batch, rows = _run(tmp_path, SimMigNVML)
+    _, nvml, batch, rows = run_agent(tmp_path, SimMigNVML)
     pos = {g["uuid"]: i for i, g in enumerate(batch["gpus"])}
     busy = _job_uuids(batch)
     for uuid, i in pos.items():
@@ -91,7 +64,7 @@ def test_mig_rows_send_null_utilization_and_their_own_memory_and_sm_activity(tmp
 
 
 def test_a_job_on_mig_instances_is_attributed_to_those_instances_by_their_processes(tmp_path):
-    _, _, batch, rows = _run(tmp_path, SimMigNVML, job_gpus=(2, 5), mapping=False)
+    _, _, batch, rows = run_agent(tmp_path, SimMigNVML, job_gpus=(2, 5), mapping=False)
     uuids = _job_uuids(batch)
     assert len(uuids) == 2
     slots = sorted(g["mig_gi_id"] for g in batch["gpus"] if g["uuid"] in uuids)
@@ -108,7 +81,7 @@ def test_slurm_mapping_files_name_mig_instances_by_their_gres_position(tmp_path)
 
     # The simulated prolog writes files named by Slurm's GPU index: node GPUs 8 and 9 are
     # positions 8 and 9, slots 1 and 2 of the second GPU (7 instances a GPU; GI id slot + 1).
-    _, _, batch, _ = _run(tmp_path, NoProcesses, gpus=14, job_gpus=(8, 9))
+    _, _, batch, _ = run_agent(tmp_path, NoProcesses, gpus=14, job_gpus=(8, 9))
     parents = [g for g in batch["gpus"] if "parent_uuid" not in g]
     second = max(parents, key=lambda g: g["index"])
     got = [g for g in batch["gpus"] if g["uuid"] in _job_uuids(batch)]
@@ -155,7 +128,7 @@ def test_profile_from_name_else_built_as_slurm_names_it():
 
 
 def test_mps_clients_attribute_the_job_not_the_mps_server(tmp_path):
-    node, nvml, batch, rows = _run(tmp_path, SimMpsNVML, gpus=2, job_gpus=(1,), mapping=False)
+    node, nvml, batch, rows = run_agent(tmp_path, SimMpsNVML, gpus=2, job_gpus=(1,), mapping=False)
     nvml.nvmlInit()
     h = nvml.nvmlDeviceGetHandleByIndex(1)
     clients = [pid for pid, _ in node.processes(1)]
@@ -179,7 +152,7 @@ class ServerOnly(SimMpsNVML):
 
 
 def test_a_compute_list_of_the_server_alone_still_finds_the_job_through_the_mps_list(tmp_path):
-    _, _, batch, rows = _run(tmp_path, ServerOnly, gpus=2, job_gpus=(1,), mapping=False)
+    _, _, batch, rows = run_agent(tmp_path, ServerOnly, gpus=2, job_gpus=(1,), mapping=False)
     assert [j["id"] for j in batch["jobs"]] == ["77"] and any(r["job"] == "77" for r in rows)
 
 
@@ -191,19 +164,19 @@ def test_without_the_mps_list_only_the_server_is_seen_and_no_job(tmp_path):
         nvmlDeviceGetMPSComputeRunningProcesses_v3 = nvmlDeviceGetMPSComputeRunningProcesses
 
     # The control for the test above: the MPS server's pid leads to no job.
-    _, _, batch, rows = _run(tmp_path, NoMpsList, gpus=2, job_gpus=(1,), mapping=False)
+    _, _, batch, rows = run_agent(tmp_path, NoMpsList, gpus=2, job_gpus=(1,), mapping=False)
     assert batch["jobs"] == [] and all(r["job"] is None for r in rows)
 
 
 def test_mps_clients_on_a_mig_instance(tmp_path):
-    _, _, batch, _ = _run(tmp_path, SimMigNVML, job_gpus=(4,), mapping=False, mps=True)
+    _, _, batch, _ = run_agent(tmp_path, SimMigNVML, job_gpus=(4,), mapping=False, mps=True)
     [got] = [g for g in batch["gpus"] if g["uuid"] in _job_uuids(batch)]
     assert got["mig_gi_id"] == 5
 
 
 @pytest.mark.parametrize("profile, per_gpu", [("1g.10gb", 7), ("2g.20gb", 3)])
 def test_profiles(tmp_path, profile, per_gpu):
-    _, nvml, batch, _ = _run(tmp_path, SimMigNVML, gpus=6, job_gpus=(0,), profile=profile)
+    _, nvml, batch, _ = run_agent(tmp_path, SimMigNVML, gpus=6, job_gpus=(0,), profile=profile)
     instances = [g for g in batch["gpus"] if "parent_uuid" in g]
     assert len(instances) == 6 and {g["mig_profile"] for g in instances} == {profile}
     assert len(batch["gpus"]) - 6 == -(-6 // per_gpu)  # the physical GPUs
@@ -245,7 +218,7 @@ def test_a_mig_gpu_whose_instances_cannot_be_listed_keeps_its_own_processes(tmp_
         def nvmlDeviceGetMaxMigDeviceCount(self, handle):
             raise pynvml.NVMLError_NotSupported()
 
-    _, nvml, batch, _ = _run(tmp_path, CannotList, job_gpus=(2,), mapping=False)
+    _, nvml, batch, _ = run_agent(tmp_path, CannotList, job_gpus=(2,), mapping=False)
     assert not any("parent_uuid" in g for g in batch["gpus"])
     [gpu] = batch["gpus"]
     assert gpu["mig_enabled"] is True and _job_uuids(batch) == {gpu["uuid"]}

@@ -8,16 +8,13 @@ driver 580.159.04; ``collectors/attribution/namespaces.py``):
 
 import os
 
-from collectors.agent import Agent
 from collectors.attribution.cgroup import host_path, job_of_cgroup_text
-from collectors.sim.node import SimJob, SimNode
 from collectors.sim.nvml import SimNVML
-from collectors.sim.scenarios import Scenario
+from tests.collectors.sim_agent import run_agent
 from tests.collectors.sysfs_trees import add_process, write
 from tests.collectors.test_job_attribution import UUID0, make_attributor
 
 SEEN = "0::/../../system.slice/slurmstepd.scope/job_4247/step_0/user/task_0\n"
-T0 = 1_763_800_000.0
 
 
 def test_a_path_from_a_private_cgroup_namespace_still_names_the_job_and_its_host_directory():
@@ -56,29 +53,9 @@ class HiddenProcesses(SimNVML):
     nvmlDeviceGetComputeRunningProcesses_v3 = nvmlDeviceGetComputeRunningProcesses
 
 
-def _ticks(tmp_path, nvml_class, ticks):
-    node = SimNode(str(tmp_path / "n"), "gpu-n0", gpus=2, seed=3)
-    job = SimJob("77", Scenario.HEALTHY, "bob", 61002, "vision", "gpu", "vit", T0 - 100, None,
-                 ("gpu-n0",), 2, 8, 11)  # fmt: skip
-    node.place(job, (0, 1))
-    now = [T0]
-    agent = Agent(node.collector_config(cluster="c", interval=10, flush=60,
-                                        job_map_dir=str(tmp_path / "no-mapping-files")),
-                  nvml=nvml_class(node), clock=lambda: now[0])
-    try:
-        node.advance(T0)
-        for tick in range(1, ticks + 1):
-            now[0] = T0 + 10 * tick
-            node.advance(now[0])
-            agent.sample()
-        return agent.build_batch()
-    finally:
-        agent.close()
-
-
 def test_busy_gpus_with_no_process_listed_are_said_once(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="collectors.attribution.namespaces"):
-        batch = _ticks(tmp_path, HiddenProcesses, 5)
+        _, _, batch, _ = run_agent(tmp_path, HiddenProcesses, gpus=2, mapping=False, ticks=5)
     assert batch["jobs"] == []  # nothing could name the job
     said = [r.getMessage() for r in caplog.records if r.name.endswith("namespaces")]
     assert len(said) == 1 and "NVML lists no process" in said[0] and "--pid=host" in said[0]
@@ -86,7 +63,7 @@ def test_busy_gpus_with_no_process_listed_are_said_once(tmp_path, caplog):
 
 def test_nothing_is_said_while_the_processes_are_seen_or_too_soon(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="collectors.attribution.namespaces"):
-        seen = _ticks(tmp_path / "a", SimNVML, 5)
-        _ticks(tmp_path / "b", HiddenProcesses, 2)
+        _, _, seen, _ = run_agent(tmp_path / "a", SimNVML, gpus=2, mapping=False, ticks=5)
+        run_agent(tmp_path / "b", HiddenProcesses, gpus=2, mapping=False, ticks=2)
     assert [j["id"] for j in seen["jobs"]] == ["77"]
     assert [r for r in caplog.records if r.name.endswith("namespaces")] == []

@@ -126,7 +126,7 @@ def test_the_job_page_and_the_api_say_how_much_of_the_run_was_measured():
     api = APIClient()
     api.force_authenticate(staff)
     eff = api.get(f"/api/v1/jobs/{job.pk}/").json()["efficiency"]
-    assert eff["measured_pct"] == pytest.approx(10.0)
+    assert eff["measured_pct"] == pytest.approx(10.0) and eff["partly_measured"] is True
     assert dt.datetime.fromisoformat(eff["measured_from"]) == first
 
 

@@ -19,6 +19,7 @@ from django.db import connection
 
 from clusterui.ingest.auth import forget_keys
 from clusterui.ingest.consumer import Consumer
+from clusterui.ingest.messages import envelope_of
 from clusterui.ingest.models import IngestBatch, IngestKey, RejectedBatch
 from clusterui.ingest.queue import ReliableQueue
 from clusterui.inventory.models import Gpu
@@ -37,8 +38,8 @@ def raw_messages() -> list[bytes]:
 
 
 def batch_of(raw: bytes) -> dict:
-    body = json.loads(base64.b64decode(json.loads(raw)["body"]))
-    return json.loads(body[0][0]["batch"])
+    """The batch a queue message carries, read as the consumer reads it."""
+    return json.loads(envelope_of(raw)["batch"])
 
 
 @pytest.fixture

@@ -75,6 +75,10 @@ class EfficiencySerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True,
         help_text="The share of the window (window_start to window_end) the samples cover, "
                   "in percent; null when not known")
+    partly_measured = serializers.BooleanField(
+        read_only=True,
+        help_text="True when the samples cover less than 95 % of the window: the pages and "
+                  "the jobstats report then say from when the job was measured")
     per_node = serializers.SerializerMethodField(
         help_text="Per node: its GPUs, their allocated, used and wasted GPU-hours, mean busy "
                   "(the efficiency's signal) and NVML utilization, memory and energy")
@@ -82,7 +86,7 @@ class EfficiencySerializer(serializers.ModelSerializer):
     class Meta:
         model = JobEfficiency
         fields = ["computed_at", "window_start", "window_end", "measured_from", "measured_pct",
-                  "through", "finalized_at",
+                  "partly_measured", "through", "finalized_at",
                   "gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
                   "efficiency_pct", "util_source", "util_mean_pct", "per_gpu", "mem_peak_mib",
                   "mem_capacity_mib", "energy_j", "net_bytes", "nic_util_mean_pct",
