@@ -10,9 +10,18 @@ GPUs. The rules, one place for the ORM and the SQL of ``/metrics``:
   H100). A MIG-enabled GPU itself is held by no job while its instances are listed
   (``docs/collector.md``, "MIG instances"), so a GPU with 3 of 7 slices held is 3/7
   allocated, and with all 7 held it is 1.
-- **Busy / idle** are judged on a row's busy figure (``busy_pct``): NVML utilization, and on
-  a MIG instance, where NVML gives none, its SM activity (GPM) where the GPU has it. An
-  instance with neither is neither busy nor idle, as in job efficiency.
+- **Busy / idle** are judged on a row's busy figure (``busy_pct``): the larger of NVML
+  utilization and SM activity (GPM), whichever the GPU reports. They cover different
+  times: NVML's utilization is the share of its last sample period (1/6 s to 1 s) in
+  which any kernel ran, GPM's SM activity the mean over the whole sampling interval. A
+  kernel on any SM makes the GPU busy, so SM activity is a floor of the interval's busy
+  time: a spiky job whose last second was quiet (NVML 4 %) but whose SMs were 42 % active
+  over the interval is working, not idle. And a GPU that only copies (NVML 99 %, SM 0 %,
+  ``tests/data/real-h200/``) is busy now; that it wastes its SMs is the low-utilization
+  detector's call, over time. A MIG instance has no NVML utilization, so its SM activity
+  alone decides; an instance with neither is neither busy nor idle, as in job efficiency.
+  A MIG-enabled GPU itself has no busy figure: its instances' shares make up its cell (its
+  own GPM reading is the whole GPU's, and would count it twice).
 - **Gone** GPUs are not counted (``present``): those their node has stopped reporting
   while it reports (their ``last_seen`` more than ``GPU_GONE_AFTER_S`` behind the node's,
   both data time): a GPU taken out or replaced (its successor has a new UUID), a MIG
@@ -25,9 +34,10 @@ import datetime as dt
 
 from django.conf import settings
 from django.db.models import Case, F, FloatField, Q, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
 
-# A GPU counts as busy at or above this utilization (NVML; a MIG instance's SM activity).
+# A GPU counts as busy at or above this busy figure (``busy_pct``: NVML utilization or SM
+# activity, the larger).
 BUSY_UTIL_PCT = 10.0
 
 
@@ -58,9 +68,10 @@ def share(prefix: str = ""):
 
 def busy_pct(prefix: str = ""):
     """The row's busy figure now, from its latest sample (see the module docstring)."""
+    # GREATEST skips nulls (null only when both are): PostgreSQL's, as the SQL below.
     return Case(
-        When(**{f"{prefix}parent__isnull": True}, then=F(f"{prefix}latest__util_pct")),
-        default=Coalesce(F(f"{prefix}latest__util_pct"), F(f"{prefix}latest__sm_active_pct")),
+        When(**{f"{prefix}mig_mode": True}, then=Value(None)),
+        default=Greatest(F(f"{prefix}latest__util_pct"), F(f"{prefix}latest__sm_active_pct")),
         output_field=FloatField())
 
 
@@ -70,8 +81,8 @@ SQL_PHYSICAL = "g.parent_id IS NULL"
 # ``n`` is the GPU's inventory_node; the parameter %(gpu_gone_after)s is GPU_GONE_AFTER_S.
 SQL_PRESENT = "g.last_seen >= n.last_seen - make_interval(secs => %(gpu_gone_after)s)"
 SQL_SHARE = "COALESCE(g.mig_share, 1)"
-SQL_BUSY_PCT = ("CASE WHEN g.parent_id IS NULL THEN l.util_pct "
-                "ELSE COALESCE(l.util_pct, l.sm_active_pct) END")
+SQL_BUSY_PCT = ("CASE WHEN g.mig_mode THEN NULL "
+                "ELSE GREATEST(l.util_pct, l.sm_active_pct) END")
 
 
 # The same rules on GPUs already loaded with their latest sample (the API's nodes).
@@ -80,6 +91,7 @@ def share_of(gpu) -> float:
 
 
 def busy_pct_of(gpu, latest) -> float | None:
-    if gpu.parent_id is None or latest.util_pct is not None:
-        return latest.util_pct
-    return latest.sm_active_pct
+    if gpu.mig_mode:
+        return None
+    present = [v for v in (latest.util_pct, latest.sm_active_pct) if v is not None]
+    return max(present) if present else None

@@ -35,14 +35,15 @@ NODE_GAUGES = (
     ("clusterui_node_gpus_reporting",
      "Physical GPUs with a current sample (0 while the node is silent)", "reporting"),
     ("clusterui_node_gpus_busy",
-     f"GPUs reporting at least {BUSY_UTIL_PCT:g} % utilization (NVML; a MIG instance: SM "
-     "activity, counted as its share of its GPU)", "busy"),
+     f"GPUs at {BUSY_UTIL_PCT:g} % or more busy (the larger of NVML utilization and SM "
+     "activity; a MIG instance: SM activity, counted as its share of its GPU)", "busy"),
     ("clusterui_node_gpus_allocated",
      "GPUs reporting that they are held by a job (a MIG instance counts its share of its "
      "GPU)", "allocated"),
     ("clusterui_node_gpus_idle_allocated",
-     f"GPUs held by a job but below {BUSY_UTIL_PCT:g} % utilization (NVML; a MIG instance: "
-     "SM activity, as its share): waste now", "idle_allocated"),
+     f"GPUs held by a job but below {BUSY_UTIL_PCT:g} % busy (the larger of NVML "
+     "utilization and SM activity; a MIG instance: SM activity, as its share): waste now",
+     "idle_allocated"),
     ("clusterui_node_silent",
      "1 when no batch of the node arrived for NODE_SILENT_AFTER_S seconds", "silent"),
 )

@@ -100,8 +100,9 @@ class NodeSerializer(serializers.ModelSerializer):
         help_text="GPUs held by a job now (0 while silent); a MIG instance counts its share "
                   "of its GPU (mig_share), so 3 of 7 slices held is 3/7")
     gpus_idle_allocated = serializers.SerializerMethodField(
-        help_text="Of gpus_allocated, those below the busy threshold now (NVML utilization; "
-                  "a MIG instance: SM activity), as the nodes list counts them")
+        help_text="Of gpus_allocated, those below the busy threshold now (the larger of NVML "
+                  "utilization and SM activity; a MIG instance: SM activity), as the nodes "
+                  "list counts them")
     gpus = NodeGpuSerializer(many=True, read_only=True)
     nics = NodeNicSerializer(many=True, read_only=True)
 
