@@ -230,6 +230,7 @@ def validate_batch(envelope, *, now: float | None = None, max_rows: int = 200_00
     window = _Window(now, max_future_s, max(MIN_TS, now - retention_days * 86400.0),
                      retention_days)
     _inventory(batch, envelope.get("gpus"), envelope.get("nics"), envelope.get("jobs"))
+    _job_times_not_ahead(batch, window)
     _samples(batch, "gpu_samples", sections["gpu_samples"], "gpu", batch.gpus, GPU_METRICS,
              batch.gpu_rows, window, with_job=True)
     _samples(batch, "nic_samples", sections["nic_samples"], "nic", batch.nics,
@@ -492,6 +493,31 @@ def _jobs(batch: Batch, value) -> None:
             else:
                 clean["gpus"].append(index)
         batch.jobs[job_id] = clean
+
+
+_JOB_TIMES = ("submitted_at", "started_at", "ended_at")
+_EXIT_FACTS = (("exit_state", ""), ("exit_code", None), ("exit_signal", None))
+
+
+def _job_times_not_ahead(batch: Batch, window: "_Window") -> None:
+    """A job's times after the batch's "now" (beyond the clock skew samples are allowed,
+    ``max_future_s``) are refused one by one, the job and its other facts kept: an end in
+    the future is no end the node can have seen, and stored it would hold a running job
+    ended until that date (a job reported running revives only with data newer than its
+    end). Checked here, not in ``_jobs``: inventories are remembered across batches, and
+    this bound moves with the clock."""
+    newest = window.newest
+    for job_id, job in batch.jobs.items():
+        ahead = [key for key in _JOB_TIMES if job.get(key) is not None and job[key] > newest]
+        if not ahead:
+            continue
+        job = batch.jobs[job_id] = dict(job)  # entries are shared between batches: a copy
+        for key in ahead:
+            batch.reject(f"jobs: {key} is in the future (a clock off?)",
+                         f"{job_id}: {job[key]:.0f}")
+            job[key] = None
+        if "ended_at" in ahead:  # no end, so no way it ended
+            job.update(_EXIT_FACTS)
 
 
 # The scheduler facts of a job (docs/protocol.md): each optional, each refused on its own.

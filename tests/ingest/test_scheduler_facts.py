@@ -105,3 +105,45 @@ def test_a_job_running_again_past_its_end_loses_the_exit_of_that_end(clean_sampl
     assert (job.state, job.exit_state, job.exit_code, job.exit_signal) == ("running", "", None,
                                                                           None)
     assert job.time_limit_s == 3600  # not a fact of the end
+
+
+@pytest.mark.parametrize("key", ["submitted_at", "started_at", "ended_at"])
+def test_a_job_time_in_the_future_is_refused_alone(key):
+    """Beyond the skew samples may have (300 s): no node can have seen it yet."""
+    ahead = NOW + 301.0
+    batch = validate_batch(batch_with(**FACTS | {key: ahead}), now=NOW)
+    assert dict(batch.rejected) == {f"jobs: {key} is in the future (a clock off?)": 1}
+    job = batch.jobs["4242"]
+    assert job[key] is None and job["user"] == "alice" and len(batch.gpu_rows) == 3 * 8
+    # within the skew: kept
+    assert validate_batch(batch_with(**{key: NOW + 299.0}), now=NOW).rejected_total == 0
+
+
+def test_a_future_end_takes_its_exit_with_it_and_spares_the_next_batch():
+    ahead = batch_with(ended_at=NOW + 86400 * 365, exit_state="completed", exit_code=0)
+    batch = validate_batch(ahead, now=NOW)
+    assert (batch.jobs["4242"]["ended_at"], batch.jobs["4242"]["exit_state"],
+            batch.jobs["4242"]["exit_code"]) == (None, "", None)
+    # The same inventory a year later is a true end (inventories are remembered between
+    # batches: the bound must not be).
+    later = validate_batch(batch_with(ended_at=NOW + 86400 * 365, exit_state="completed",
+                                      exit_code=0), now=NOW + 86400 * 365 + 60)
+    assert not [r for r in later.rejected if r.startswith("jobs:")]  # (its samples are old)
+    assert later.jobs["4242"]["exit_state"] == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forged_end_years_ahead_does_not_end_a_running_job(clean_samples):
+    """A node that says a job ended in 2100 would otherwise end it until then: batches of
+    its other nodes reporting it running would never revive it (their data is older)."""
+    start = time.time() - 600
+    ingest_envelope(node_batch("gpu-t001", seq=1, samples=3, start=start, gpus=2))
+    forged = node_batch("gpu-t002", seq=1, samples=3, start=start + 30, gpus=2)
+    forged["jobs"][0].update(ended_at=4102444800.0, exit_state="failed", exit_code=1)
+    result = ingest_envelope(forged)
+    assert result.rejected == 1
+    job = Job.objects.get(external_id="4242")
+    assert (job.state, job.ended_at, job.exit_state) == ("running", None, "")
+    ingest_envelope(node_batch("gpu-t001", seq=2, samples=3, start=start + 60, gpus=2))
+    job.refresh_from_db()
+    assert job.state == "running"
