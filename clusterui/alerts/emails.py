@@ -17,7 +17,8 @@ from clusterui.alerts.preferences import unsubscribe_url
 from clusterui.findings.choices import Severity
 from clusterui.findings.models import JobEfficiency
 
-EFFICIENCY_FIELDS = ("job", "gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted")
+EFFICIENCY_FIELDS = ("job", "gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
+                     "window_start", "window_end", "measured_from")  # + partly_measured
 
 
 def make_message(name: str, to: str, context: dict, headers: dict) -> EmailMultiAlternatives:

@@ -1,6 +1,9 @@
 """What an alert email looks like: the evidence in words and units, and the HTML part as a
 mail client shows it (headless Chromium; the screenshot lands in test-output/email/)."""
 
+import datetime as dt
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -84,3 +87,28 @@ def test_the_html_part_renders_self_contained_and_fits_a_mail_pane(smtp, cast):
         finally:
             browser.close()
     assert [r for r in requests if not r.startswith(("about:", "data:"))] == []  # no fetches
+
+
+@pytest.mark.django_db
+def test_a_partly_measured_job_says_so_beside_its_waste(smtp, cast):
+    """A job ClusterUI began measuring late (the collector came after it started): its
+    waste so far takes the unmeasured time to be like the measured, and the email says so
+    as the job page does, in both parts. A job measured throughout gets no such line."""
+    job, _ = realistic_finding()  # started 125 min ago
+    eff = job.efficiency
+    eff.measured_from = eff.window_end - dt.timedelta(minutes=25)  # 20 % of the window
+    eff.save()
+    whole, _ = realistic_finding()
+    whole.efficiency.measured_from = whole.efficiency.window_start
+    whole.efficiency.save()
+    send_alerts()
+    mails = {m.subject.split("job ")[-1].split()[0]: m for m in smtp.received}
+    late = mails[job.external_id]
+    start = timezone.localtime(eff.window_start).strftime("%H:%M")
+    line = (f"the samples cover 20 % of the time since the job started at {start}. For "
+            "the 1 hour, 40 minutes before, these figures take the job to have run as it did "
+            "since")
+    assert "Measured from" in late.text and line in " ".join(late.text.split())
+    assert line in " ".join(re.sub(r"<[^>]+>", "", late.html).split())
+    assert "Measured from" not in mails[whole.external_id].text
+    assert "Measured from" not in mails[whole.external_id].html
