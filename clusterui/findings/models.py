@@ -91,6 +91,10 @@ class Finding(models.Model):
         return Severity(self.severity).color
 
 
+# Samples covering less of a job's run than this: its figures are partly the measured
+# time's stand-in for the rest, and the pages, emails and report say so.
+MEASURED_ENOUGH_PCT = 95.0
+
 class JobEfficiency(models.Model):
     """How well a job used what it held, computed by the detector pass for running jobs and
     once more when the job ends."""
@@ -181,7 +185,7 @@ class JobEfficiency(models.Model):
         """True when the samples leave more than a twentieth of the window unmeasured (the
         collector came after the job started, or no process or mapping file named it)."""
         pct = self.measured_pct
-        return pct is not None and pct < 95.0
+        return pct is not None and pct < MEASURED_ENOUGH_PCT
 
 
 class GpuSlice(models.Model):

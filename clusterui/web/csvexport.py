@@ -30,7 +30,7 @@ FINDING_COLUMNS = ["id", "severity", "kind", "state", "title", "cluster", "job_i
 # The users page's rows; the first column is "user", "account" or "namespace", as the page
 # groups them.
 USAGE_COLUMNS = ["jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours", "efficiency_pct",
-                 "from", "to"]
+                 "measured_pct", "from", "to"]
 
 
 class _Echo:
@@ -129,4 +129,4 @@ def usage_rows(rows, start, end):
     period they cover."""
     for r in rows:
         yield [r["name"], r["jobs"], r["gpu_hours"], r["used_gpu_hours"],
-               r["wasted_gpu_hours"], r["efficiency_pct"], start, end]
+               r["wasted_gpu_hours"], r["efficiency_pct"], r["measured_pct"], start, end]

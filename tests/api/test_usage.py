@@ -25,7 +25,7 @@ def test_staff_see_every_user_most_wasted_first(api, usage):
     assert body["group"] == "user" and body["count"] == 2
     bob, alice = body["results"]
     assert bob == {"name": "bob", "jobs": 1, "gpu_hours": 40.0, "used_gpu_hours": 10.0,
-                   "wasted_gpu_hours": 30.0, "efficiency_pct": 25.0}
+                   "wasted_gpu_hours": 30.0, "efficiency_pct": 25.0, "measured_pct": 100.0}
     assert alice["name"] == "alice" and alice["jobs"] == 2 and alice["wasted_gpu_hours"] == 8.0
 
 
@@ -66,3 +66,23 @@ def test_bad_group_is_400(api, usage):
 def test_paginated(api, usage):
     body = api("staff").get("/api/v1/usage/", {"limit": 1}).json()
     assert body["count"] == 2 and len(body["results"]) == 1 and body["next"]
+
+
+def test_the_share_measured_counts_each_jobs_run_since_its_first_sample(api, usage):
+    """A job ClusterUI began sampling 30 min into its 2 h run is a quarter measured: its
+    allocated GPU-hours weigh in at that share (10 x 25 %), beside a job measured
+    throughout (6): 8.5 of alice's 16 GPU-hours."""
+    from clusterui.findings.models import JobEfficiency
+
+    late = JobEfficiency.objects.get(job__user="alice", job__account="nlp")
+    late.measured_from = late.window_end - (late.window_end - late.window_start) / 4
+    late.save()
+    whole = JobEfficiency.objects.get(job__user="alice", job__account="vision")
+    whole.measured_from = whole.window_start
+    whole.save()
+    rows = {r["name"]: r for r in api("staff").get("/api/v1/usage/").json()["results"]}
+    assert rows["alice"]["measured_pct"] == pytest.approx(100 * 8.5 / 16)
+    by_account = api("staff").get("/api/v1/usage/", {"group": "account"}).json()["results"]
+    measured = {r["name"]: r["measured_pct"] for r in by_account}
+    assert measured["nlp"] == pytest.approx(100 * (2.5 + 40) / 50)  # bob's: not recorded
+    assert measured["vision"] == pytest.approx(100.0)

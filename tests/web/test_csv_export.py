@@ -240,7 +240,7 @@ def usage(db):
 def assert_usage_matches(page, rows, group):
     assert [p[0]["text"] for p in page] == [r[group].removeprefix("'") for r in rows]
     for p, r in zip(page, rows, strict=True):
-        _, jobs, gpu_h, used, wasted, eff, _ = p
+        _, jobs, gpu_h, used, wasted, eff, measured, _ = p
         assert jobs["text"] == r["jobs"]
         assert (gpu_h["text"], used["text"], wasted["text"]) == (
             hours(float(r["gpu_hours"])), hours(float(r["used_gpu_hours"])),
@@ -249,6 +249,8 @@ def assert_usage_matches(page, rows, group):
             assert eff["text"] == f"{float(r['efficiency_pct']):.0f} %"
         else:
             assert eff["text"] == "not computed yet"
+        assert measured["text"] == (f"{float(r['measured_pct']):.0f} %" if r["measured_pct"]
+                                    else "–")
 
 
 @pytest.mark.parametrize("params", [
@@ -264,7 +266,7 @@ def test_users_csv_rows_are_the_pages_rows(client_for, usage, params):
     page, rows = page_rows(client, "/users/", params), csv_rows(client, "/users/", params)
     assert rows, "the filters match something"
     assert list(rows[0]) == [group, "jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours",
-                             "efficiency_pct", "from", "to"]
+                             "efficiency_pct", "measured_pct", "from", "to"]
     assert_usage_matches(page, rows, group)
     if group == "user":
         assert len(rows) == 53  # every page, not the first 50

@@ -74,3 +74,25 @@ def test_query_count_is_pinned(client_for, usage, django_assert_num_queries):
 def test_empty_period(client_for):
     response = client_for("alice").get(reverse("users"), {"range": "1h"})
     assert b"You ran no GPU job in this range." in response.content
+
+
+def test_a_partly_measured_period_says_how_much_was_measured(client_for, usage):
+    """alice's first job was sampled only for its last half hour of two: the page says
+    what share of its GPU-hours were measured, per row and above the table."""
+    from clusterui.findings.models import JobEfficiency
+
+    late = JobEfficiency.objects.get(job__user="alice", job__account="nlp")
+    late.measured_from = late.window_end - dt.timedelta(minutes=30)
+    late.save()
+    response = client_for("staff").get(reverse("users"))
+    measured = {r["name"]: r["measured_pct"] for r in response.context["rows"]}
+    assert measured["alice"] == pytest.approx(100 * (2.5 + 4) / 14)  # 46 %
+    assert measured["bob"] == pytest.approx(100.0)
+    html = " ".join(response.content.decode().split())
+    assert "63 % of these GPU-hours were measured." in html  # (6.5 + 6) / 20, 62.5
+    assert '<td class="num warn-text">46 %</td>' in html
+    fine = client_for("staff").get(reverse("users"), {"by": "account"})
+    assert "of these GPU-hours were measured" in fine.content.decode()  # nlp: 8.5 of 16
+    late.measured_from = late.window_start
+    late.save()
+    assert "were measured" not in client_for("staff").get(reverse("users")).content.decode()

@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
+from clusterui.findings.models import MEASURED_ENOUGH_PCT
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
 from clusterui.web import cluster_choice, csvexport, timerange
@@ -58,6 +59,9 @@ def usage(request, default="user"):
                                                     "wasted_gpu_hours")}
     totals["efficiency_pct"] = (100.0 * totals["used_gpu_hours"] / totals["gpu_hours"]
                                 if totals["gpu_hours"] else None)
+    measured = sum(r["gpu_hours"] * r["measured_pct"] / 100.0 for r in rows
+                   if r["measured_pct"] is not None)
+    totals["measured_pct"] = 100.0 * measured / totals["gpu_hours"] if totals["gpu_hours"] else None
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "group": group,
@@ -65,6 +69,7 @@ def usage(request, default="user"):
         "page": page,
         "rows": page.object_list,
         "totals": totals,
+        "measured_enough_pct": MEASURED_ENOUGH_PCT,
         "max_hours": max((r["gpu_hours"] for r in rows), default=0),
         "charts": charts(usage=usage_bars(rows)),
         "api_url": api_url(group, tr, cluster),
