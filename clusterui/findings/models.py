@@ -153,10 +153,11 @@ class JobEfficiency(models.Model):
             models.Index(fields=["window_end"], include=["window_start", "gpu_hours_wasted"],
                          condition=Q(gpu_hours_wasted__gt=0), name="jobeff_wasted_window_idx"),
             # Usage per user or account over a range (overview, users page): each active
-            # job's figures from the index, not from its row.
+            # job's figures, and what of them was measured, from the index, not its row.
             models.Index(fields=["job"], include=["gpu_hours_allocated", "gpu_hours_used",
-                                                  "gpu_hours_wasted"],
-                         name="jobeff_job_figures_idx"),
+                                                  "gpu_hours_wasted", "window_start",
+                                                  "window_end", "measured_from"],
+                         name="jobeff_job_usage_idx"),
         ]
 
     def __str__(self):
