@@ -150,8 +150,9 @@ class JobEfficiency(models.Model):
                          name="jobeff_wasted_page_idx"),
             # GPU-hours wasted since midnight (the overview): an index-only scan of the
             # windows that reach into today, never the rows with their JSON.
-            models.Index(fields=["window_end"], include=["window_start", "gpu_hours_wasted"],
-                         condition=Q(gpu_hours_wasted__gt=0), name="jobeff_wasted_window_idx"),
+            models.Index(fields=["window_end"], include=["window_start", "gpu_hours_wasted",
+                                                         "measured_from"],
+                         condition=Q(gpu_hours_wasted__gt=0), name="jobeff_waste_today_idx"),
             # Usage per user or account over a range (overview, users page): each active
             # job's figures, and what of them was measured, from the index, not its row.
             models.Index(fields=["job"], include=["gpu_hours_allocated", "gpu_hours_used",

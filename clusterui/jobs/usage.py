@@ -6,8 +6,18 @@ efficiency (``JobEfficiency``), as computed by the detector pass.
 
 import datetime as dt
 
-from django.db.models import Case, Count, DurationField, ExpressionWrapper, F, FloatField, Q, Sum, \
-    Value, When
+from django.db.models import (
+    Case,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Q,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce, Extract, Greatest, Least
 from django.utils import timezone
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusterui.jobs.models import Job
-from clusterui.web.waste import wasted_gpu_hours_since
+from clusterui.web.waste import start_of_today, wasted_gpu_hours_since
 from tests import rows as f
 from tests.web.plotly_data import matrix
 
@@ -156,7 +156,52 @@ def test_wasted_today_counts_the_part_of_each_job_since_midnight(users):
 
     jobs = Job.objects.visible_to(users["alice"])
 
-    assert wasted_gpu_hours_since(jobs, since, now) == pytest.approx(5.0)
+    assert wasted_gpu_hours_since(jobs, since, now).hours == pytest.approx(5.0)
+
+
+def test_wasted_today_says_how_much_of_it_was_measured(users):
+    """A job sampled only for its last 2 h of 10 (ClusterUI came after it started): of its
+    5 GPU-hours wasted in the last 5 h, 2 are measured; a job measured throughout adds 3
+    measured of 3; one measured since before the period, 5 of 5."""
+    now = timezone.now()
+    since = now - dt.timedelta(hours=5)
+    late = f.job("alice", efficiency={"allocated": 20, "used": 10},
+                 started_at=now - dt.timedelta(hours=10))
+    late.efficiency.measured_from = now - dt.timedelta(hours=2)
+    late.efficiency.save()
+    whole = f.job("alice", efficiency={"allocated": 4, "used": 1}, state="ended",
+                  started_at=now - dt.timedelta(hours=3), ended_at=now - dt.timedelta(hours=1))
+    whole.efficiency.measured_from = whole.efficiency.window_start
+    whole.efficiency.save()
+    # Measured from before ``since``: all of today's share is measured.
+    early = f.job("alice", efficiency={"allocated": 8, "used": 0},
+                  started_at=now - dt.timedelta(hours=8))
+    early.efficiency.measured_from = now - dt.timedelta(hours=6)
+    early.efficiency.save()
+
+    waste = wasted_gpu_hours_since(Job.objects.visible_to(users["alice"]), since, now)
+    assert waste.hours == pytest.approx(5.0 + 3.0 + 5.0)
+    assert waste.measured_hours == pytest.approx(2.0 + 3.0 + 5.0)
+
+
+
+def test_the_wasted_today_kpi_says_how_much_was_measured(client_for):
+    """A job running since before midnight, measured only for the second half of today:
+    half of today's waste is measured, whatever the time of day the test runs at."""
+    f.node("gpu-a001", gpus=1)  # (an empty cluster's overview says how to start instead)
+    now = timezone.now()
+    midnight = start_of_today(now)
+    job = f.job("alice", efficiency={"allocated": 20, "used": 10},
+                started_at=midnight - dt.timedelta(hours=4))
+    job.efficiency.window_end = now
+    job.efficiency.measured_from = midnight + (now - midnight) / 2
+    job.efficiency.save()
+    html = client_for("alice").get(reverse("home")).content.decode()
+    assert '<span class="warn-text" id="waste-measured"' in html
+    assert "· 50 % measured</span>" in html
+    job.efficiency.measured_from = job.efficiency.window_start
+    job.efficiency.save()
+    assert "% measured</span>" not in client_for("alice").get(reverse("home")).content.decode()
 
 
 def test_empty_cluster_says_how_to_start(client_for):
@@ -203,7 +248,7 @@ def test_wasted_today_counts_a_window_inside_the_day_whole(users):
 
     jobs = Job.objects.visible_to(users["alice"])
 
-    assert wasted_gpu_hours_since(jobs, since, now) == pytest.approx(3.0 + 2.0 + 3.0)
+    assert wasted_gpu_hours_since(jobs, since, now).hours == pytest.approx(3.0 + 2.0 + 3.0)
 
 
 def test_the_overview_says_whose_figures_each_part_shows(client_for):

@@ -5,7 +5,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from clusterui.findings.choices import Severity
-from clusterui.findings.models import SEVERITY_RANK, Finding
+from clusterui.findings.models import MEASURED_ENOUGH_PCT, SEVERITY_RANK, Finding
 from clusterui.gpuhealth.classify import STATE_LABELS, node_health
 from clusterui.jobs.models import Job
 from clusterui.jobs.usage import usage_summary
@@ -45,6 +45,7 @@ def home(request):
         "snap": snap,
         "busy_util_pct": BUSY_UTIL_PCT,
         "wasted_today": wasted_gpu_hours_since(jobs, start_of_today(now), now),
+        "measured_enough_pct": MEASURED_ENOUGH_PCT,
         "severities": [(s, by_severity.get(s.value, 0)) for s in reversed(Severity)],
         "open_findings": sum(by_severity.values()),
         "top_findings": list(
