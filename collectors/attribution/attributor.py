@@ -4,7 +4,9 @@ Order of evidence per GPU: on a Kubernetes node, the pod the kubelet allocated i
 (pod-resources, ``podmap.py``: covers allocated-but-idle GPUs, names the namespace), then the
 cgroup of a process NVML sees on it (direct evidence, and it gives the job's cgroup), then
 the prolog mapping file (covers allocated-but-idle Slurm GPUs), then the job a
-dcgm-exporter label names (``hpc_job``, pod), else no job.
+dcgm-exporter label names (``hpc_job``, pod), then the Slurm job whose process on another GPU
+lists this one in its environment (``slurm_env.py``: a job's idle GPUs without the prolog),
+else no job.
 
 A pod's job id is its UID, as its cgroup path gives it (cgroup.py): from the kubelet's
 /pods where configured, else from a process on one of its GPUs, else ``namespace/name``
@@ -24,6 +26,7 @@ from collectors.attribution.cgroup import JobRef, ProcessJob, job_of_pid, slurm_
 from collectors.attribution.jobmap import MapEntry, read_job_map
 from collectors.attribution.kubelet import PodRef
 from collectors.attribution.metadata import Scontrol, meta_from_environ, read_environ, user_of_uid
+from collectors.attribution.slurm_env import JobGpusFromEnviron
 from collectors.attribution.slurm_gpus import SlurmGpuIndex
 from collectors.attribution.usage import cpu_count, cpu_seconds, memory_bytes
 from collectors.rates import CounterRates
@@ -119,6 +122,7 @@ class JobAttributor:
         self._pod_ids: dict[tuple[str, str], str] = {}  # (namespace, name) -> active job id
         self._shared: dict[str, frozenset] = {}  # GPU uuid -> the jobs last said to share it
         self._said_cgroupns = False
+        self._environ_gpus = JobGpusFromEnviron(procfs_root)
 
     def attribute(
         self,
@@ -160,6 +164,7 @@ class JobAttributor:
                 if pod is not None:
                     job.meta.update(pod_meta(pod))  # the kubelet's word, owner included
             owners[uuid] = job
+        self._claim_idle_siblings(gpus, owners, minors, slurm_index)
         for key in seen:  # back (a mapping file rewritten): not ended after all
             self._closing.pop(key, None)
         ended = []
@@ -177,6 +182,28 @@ class JobAttributor:
             if not any(j is job for j in ended):
                 ended.append(job)
         return owners, ended
+
+    def _claim_idle_siblings(self, gpus, owners: dict, minors, slurm_index) -> None:
+        """The GPUs nothing named (no process, mapping file or pod) that a Slurm job's
+        process on another GPU names as its own in its environment (``slurm_env.py``):
+        the idle GPUs of a job that uses fewer than it holds, without the prolog."""
+        self._environ_gpus.keep(pid for _i, _u, pids in gpus for pid in pids)
+        if all(owners.get(uuid) is not None for _i, uuid, _p in gpus):
+            return
+        claims: dict[int, Job] = {}  # Slurm GPU index -> the job whose process names it
+        for _index, uuid, pids in gpus:
+            job = owners.get(uuid)
+            if job is not None and job.ref.scheduler == "slurm" and pids:
+                for gres_index in self._environ_gpus.of(job.ref.id, pids):
+                    claims.setdefault(gres_index, job)
+        if not claims:
+            return
+        if slurm_index is None and minors:
+            slurm_index = self.slurm_gpus.of(minors)
+        slurm_index = slurm_index or {}
+        for index, uuid, _pids in gpus:
+            if owners.get(uuid) is None:
+                owners[uuid] = claims.get(slurm_index.get(uuid, index))
 
     def _ask_exit_states(self, ts: float) -> list[Job]:
         """The ended jobs whose exit state scontrol gave now; the others are asked again

@@ -614,7 +614,12 @@ class SimNode:
                 "SLURM_JOB_NUM_NODES": str(len(job.nodes)),
                 "SLURM_JOB_START_TIME": str(int(job.start)),
                 "SLURM_CPUS_ON_NODE": str(job.cpus_per_node),
+                # An srun step's task, as Slurm gives it (collectors/attribution/
+                # slurm_env.py): its step's GPUs on this node, and SLURM_JOB_GPUS inherited
+                # from the batch step (the batch node's list; this node's is written, which
+                # the collector reads only where the job has one node).
                 "SLURM_JOB_GPUS": ",".join(str(g) for g in p.gpus),
+                "SLURM_STEP_GPUS": ",".join(str(g) for g in p.gpus),
                 "SLURM_STEP_ID": "0",
                 "SLURM_LOCALID": str(i),
                 "SLURM_PROCID": str(p.node_rank * job.gpus_per_node + i),

@@ -6,9 +6,11 @@ GPUs NVML would list (index, UUID) and resolves Slurm's indexes itself (see
 test_slurm_index_is_matched_through_the_device_not_nvml_index).
 """
 
+import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -281,3 +283,65 @@ def test_no_time_limit_is_sent_as_none(slurm, tmp_path):
     assert seen["submitted_at"] > 0
     slurm.cmd("scancel", job)
     slurm.wait_gone([job])
+
+
+def job_process(slurm, job: str, timeout: float = 20) -> int:
+    """The pid of a process of ``job`` (its sleep) as Slurm started it, found by its real
+    environment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    env = fh.read().split(b"\0")
+                with open(f"/proc/{name}/comm") as fh:
+                    comm = fh.read().strip()
+            except OSError:
+                continue
+            if comm == "sleep" and f"SLURM_JOB_ID={job}".encode() in env:
+                return int(name)
+        time.sleep(0.1)
+    raise AssertionError(f"no sleep process of job {job}\n{slurm.logs()}")
+
+
+def procfs_with(tmp_path, pid: int, job: str, step: str) -> str:
+    """A /proc holding the process's real environment, and the cgroup Slurm's cgroup v2
+    plugin gives a task (the layout of docs/collector.md, "Job attribution"; this test
+    cluster runs proctrack/linuxproc, so the real process is in no job cgroup)."""
+    proc = tmp_path / "proc" / str(pid)
+    proc.mkdir(parents=True)
+    (proc / "environ").write_bytes(Path(f"/proc/{pid}/environ").read_bytes())
+    (proc / "cgroup").write_text(
+        f"0::/system.slice/slurmstepd.scope/job_{job}/step_{step}/user/task_0\n")
+    return str(tmp_path / "proc")
+
+
+@pytest.mark.parametrize("how", ["batch", "srun"])
+def test_a_jobs_idle_gpu_is_found_from_its_busy_ones_environment(slurm, tmp_path, how):
+    """A job holds two GPUs and runs on one (the batch script itself, or an srun step
+    given one of them). No mapping file is read (an empty directory: a site without the
+    prolog): the process's real environment, as Slurm set it, names the job's other GPU,
+    matched to NVML through the device's minor number as the prolog's files are
+    (Slurm's GPU 0 is NVML's GPU 1 here)."""
+    command = "exec sleep 60" if how == "batch" else "srun --gres=gpu:1 sleep 60"
+    job = slurm.sbatch("-J", "holds-two", "--gres=gpu:2", "--wrap", command)
+    try:
+        pid = job_process(slurm, job)
+        env = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text()
+                   .split("\0") if "=" in item)
+        if how == "batch":
+            assert env["SLURM_JOB_GPUS"] == "0,1" and "SLURM_STEP_ID" not in env
+        else:  # the step's GPU, and the job's inherited from the batch step
+            assert (env["SLURM_STEP_GPUS"], env["SLURM_JOB_GPUS"]) == ("0", "0,1")
+        procfs = procfs_with(tmp_path, pid, job, "batch" if how == "batch" else "0")
+        no_prolog = tmp_path / "no-prolog"
+        no_prolog.mkdir()
+        attributor = JobAttributor(procfs, str(tmp_path / "cgroup"), str(no_prolog),
+                                   Scontrol(), SlurmGpuIndex())  # fmt: skip
+        busy = [(0, UUID0, []), (1, UUID1, [pid])]  # NVML GPU 1 is Slurm's 0: the busy one
+        owners, _ = attributor.attribute(time.time(), busy, {UUID0: 5, UUID1: 4})
+        assert owners[UUID1].ref.id == job
+        assert owners[UUID0] is owners[UUID1]  # the idle one, the same job
+    finally:
+        slurm.cmd("scancel", job)
+        slurm.wait_gone([job])
