@@ -1,6 +1,7 @@
 """The jobs list: scoping, search, filters, sorting by efficiency or waste, pages."""
 
 import datetime as dt
+import re
 
 import pytest
 from django.urls import reverse
@@ -141,3 +142,22 @@ def test_the_column_headers_sort_and_a_second_click_reverses(client_for, jobs):
     assert [j.user for j in by_user.context["jobs"]] == ["alice", "alice", "bob"]
     # The form's "Sort by" shows the header's sort, so Apply keeps it.
     assert '<option value="wasted" selected>' in back.content.decode()
+
+
+def test_a_partly_measured_jobs_waste_is_marked_as_partly_estimated(client_for, jobs):
+    """Job 100 was sampled only for the last half hour of its three: its waste is marked
+    "≈", with how much of its run was measured; job 101, measured throughout, is not. The
+    overview's most-wasteful list marks it the same way."""
+    eff = jobs["wasteful"].efficiency
+    eff.measured_from = eff.window_end - dt.timedelta(minutes=30)
+    eff.save()
+    good = jobs["good"].efficiency
+    good.measured_from = good.window_start
+    good.save()
+    html = client_for("staff").get(reverse("jobs")).content.decode()
+    rows = {m.group(1): m.group(0) for m in re.finditer(
+        r'<tr[^>]*>\s*<td[^>]*>.*?>(\d{3})</a>.*?</tr>', html, re.S)}
+    assert 'title="Measured for 17 % of its run' in rows["100"]  # 0.5 h of 3
+    assert "partly-measured" not in rows["101"]
+    overview = client_for("staff").get(reverse("home")).content.decode()
+    assert 'class="partly-measured" title="Measured for 17 % of its run' in overview
