@@ -52,8 +52,8 @@ def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
                   limit: int | None = None, viewer=None, now: dt.datetime | None = None,
                   whole: bool = True) -> list[dict]:
     """Rows ``{"name", "jobs", "gpu_hours", "used_gpu_hours", "wasted_gpu_hours",
-    "efficiency_pct", "measured_pct"}`` for the jobs (an already ``visible_to``-scoped queryset) active in
-    [start, end), most wasted first.
+    "efficiency_pct", "measured_pct"}`` for the jobs (an already ``visible_to``-scoped
+    queryset) active in [start, end), most wasted first.
 
     ``viewer``: the user ``jobs`` was scoped for. With it, when it is staff (every job) and
     ``jobs`` has no further filter (``whole``), a range that ends about ``now`` is summed
