@@ -212,6 +212,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
     results: list[StoreResult] = []
     pending: list[dedupe.Pending] = []
     touch = _Touch()  # unchanged inventories whose data moved on (``inventory_cache.behind``)
+    running, ended = set(), set()  # the jobs' database ids as this flush's batches report them
     fabric_rows: list[tuple] = []  # (ts, nic id, *fabric metrics): ``clusterui.fabric``
     # wrap_database_errors: psycopg's errors from the raw cursor become Django's, which is
     # what callers (the Celery task's retry list, the bulk consumer) catch.
@@ -246,6 +247,9 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
             job_ids, behind = _cached("jobs", node_id, [batch.jobs, gpu_ids], when,
                                       _upsert_jobs, cur, batch, cluster_id, node_id, gpu_ids,
                                       when)
+            for ext, reported in batch.jobs.items():
+                if ext in job_ids:
+                    (running if reported["ended_at"] is None else ended).add(job_ids[ext])
             if behind:  # the job rows' own last_seen is ``_touch_jobs``'s
                 touch.add("job_gpus", ((job_ids[j["id"]], gpu_ids[g])
                                        for j in batch.jobs.values() for g in j["gpus"]
@@ -294,7 +298,7 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
                             [p.columns("nic") for p in pending])
         job_cols = _columns(JOB_SAMPLE_COLUMNS, JOB_COPY_TYPES,
                             [p.columns("job") for p in pending])
-        _touch_jobs(cur, gpu_cols, job_cols, received_at)
+        _touch_jobs(cur, gpu_cols, job_cols, received_at, running - ended)
         _copy(cur, GPU_SAMPLE_TABLE, gpu_cols)
         _copy(cur, NIC_SAMPLE_TABLE, nic_cols)
         # The (NIC, hour)s written into: their rollups are due (compaction recomputes them).
@@ -346,12 +350,19 @@ def _newest_per_job(gpu: list[tuple], job: list[tuple]) -> dict[int, int]:
     return dict(zip(job_ids[last].tolist(), ts[last].tolist(), strict=True))
 
 
-def _touch_jobs(cur, gpu: list[tuple], job: list[tuple], received_at: dt.datetime) -> None:
+def _touch_jobs(cur, gpu: list[tuple], job: list[tuple], received_at: dt.datetime,
+                running: set[int]) -> None:
     """Keep each job's data time (newest sample) and arrival time fresh to within a minute, with
     one statement per flush. The job upsert itself is skipped while a node's inventory is
     unchanged (``inventory_cache``), and during a back-fill a minute of wall-clock time is
     hours of data: a job's end, when no collector reports it any more, and whether it is
-    still being reported must not lag by that."""
+    still being reported must not lag by that.
+
+    ``running``: the jobs this flush's batches report running (none reports them ended).
+    One ended for silence (``close_stale_jobs``) with data newer than its end runs again,
+    as the upsert's rule has it (``_upsert_jobs``): the upsert alone did not do it where
+    the node's first batch after the end held older data (a back-fill overlapping what
+    was stored, batches out of order) and its next ones were only touched here."""
     newest = _newest_per_job(gpu, job)
     due = []
     refresh = _reported_every()
@@ -363,13 +374,21 @@ def _touch_jobs(cur, gpu: list[tuple], job: list[tuple], received_at: dt.datetim
     if not due:
         return
     due.sort()  # one lock order for concurrent flushes
+    revive = "u.running AND j.ended_at IS NOT NULL AND u.seen > j.ended_at"  # old row's
     cur.execute(
-        """
+        f"""
         UPDATE jobs_job j SET last_seen = GREATEST(j.last_seen, u.seen),
-                              reported_at = GREATEST(j.reported_at, %s)
-        FROM unnest(%b::bigint[], %b::timestamptz[]) AS u(id, seen) WHERE j.id = u.id
+                              reported_at = GREATEST(j.reported_at, %s),
+                              state = CASE WHEN {revive} THEN 'running' ELSE j.state END,
+                              ended_at = CASE WHEN {revive} THEN NULL ELSE j.ended_at END,
+                              exit_state = CASE WHEN {revive} THEN '' ELSE j.exit_state END,
+                              exit_code = CASE WHEN {revive} THEN NULL ELSE j.exit_code END,
+                              exit_signal = CASE WHEN {revive} THEN NULL ELSE j.exit_signal END
+        FROM unnest(%b::bigint[], %b::timestamptz[], %b::bool[]) AS u(id, seen, running)
+        WHERE j.id = u.id
         """,
-        (received_at, due, [_from_pg_micros(newest[j]) for j in due]),
+        (received_at, due, [_from_pg_micros(newest[j]) for j in due],
+         [j in running for j in due]),
         binary=True,
     )
     written = {job: (newest[job], received_at) for job in due}

@@ -76,3 +76,21 @@ def test_a_job_the_collector_reports_ended_stays_ended(clean_samples, monkeypatc
     job.refresh_from_db()
     assert job.state == "ended"
     assert job.ended_at == dt.datetime.fromtimestamp(start + 640, dt.UTC)
+
+
+def test_newer_data_after_an_older_batch_still_revives_it(clean_samples, monkeypatch):
+    """The node comes back with data from before the job's end first (a back-fill that
+    overlaps what was stored, batches out of order across consumers), then newer data.
+    The first batch upserts the node's inventory and leaves the job ended, rightly; the
+    next ones find that inventory unchanged and only touch the job's times: they must
+    revive it all the same. (Seen in the demo restarted on its kept database: every job
+    stayed ended while the simulator reported it running, so the detector pass judged
+    none of them.)"""
+    start, job = stale_job(clean_samples, monkeypatch)
+    ingest_envelope(batch(2, 1, start - 300, start - 60))
+    job.refresh_from_db()
+    assert job.state == "ended"
+    ingest_envelope(batch(3, 3, start + 600, start - 60))
+    job.refresh_from_db()
+    assert (job.state, job.ended_at, job.exit_state) == ("running", None, "")
+    assert job.last_seen.timestamp() == pytest.approx(start + 600 + 20)
