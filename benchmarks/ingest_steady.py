@@ -64,14 +64,16 @@ def against(rev: str, pairs: int, passed: list[str]) -> None:
                        check=False)
         shutil.rmtree(scratch, ignore_errors=True)
     before, after = figures[rev], figures["this tree"]
-    print(f"\nalternated with {rev} (issue 17 filed), {pairs} runs each, unsigned:")
+    issue_tree = rev == ISSUE_TREE
+    print(f"\nalternated with {rev}{' (issue 17 filed)' if issue_tree else ''}, {pairs} runs "
+          "each, unsigned:")
     for label, ms in figures.items():
         print(f"  {label:>10}: " + ", ".join(f"{x:.3f}" for x in ms)
               + f" ms per batch (median {statistics.median(ms):.3f})")
     pair_ratios = ", ".join(f"{b / a:.2f}x" for b, a in zip(before, after, strict=True))
     ratio = statistics.mean(before) / statistics.mean(after)
-    print(f"  node-sized batches at steady state: {ratio:.2f}x the issue-time tree's rate "
-          f"(means of the runs; pair by pair {pair_ratios}; target 3x)")
+    print(f"  node-sized batches at steady state: {ratio:.2f}x {rev}'s rate (means of the "
+          f"runs; pair by pair {pair_ratios}{'; target 3x' if issue_tree else ''})")
 
 
 def main() -> None:
