@@ -389,6 +389,8 @@ def _decide(plans: list[_Plan], gpus_of, t: Thresholds, result: PassResult
             interval_s=p.interval_s, cpus_per_node=p.job.cpus,
             gpu_hours_allocated=p.eff.gpu_hours_allocated, gpu_hours_used=p.eff.gpu_hours_used,
             gpu_hours_wasted=p.eff.gpu_hours_wasted,
+            measured_share=(p.eff.measured_pct if p.eff.measured_pct is not None else 100.0)
+            / 100.0,
         )
         windows.append(w)
         event_start[p.job.id] = max(p.start, t1 - dt.timedelta(seconds=t.window_s))

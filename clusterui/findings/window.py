@@ -108,6 +108,9 @@ class JobWindow:
     gpu_hours_allocated: float = 0.0  # since the job started (from its efficiency)
     gpu_hours_used: float = 0.0
     gpu_hours_wasted: float = 0.0
+    # The share of the job's run (from its start) its samples cover (``measured_pct``): the
+    # GPU-hours figures above take the rest to be like it; severities count only this share.
+    measured_share: float = 1.0
     # Highest SM clock each GPU model reached busy and unthrottled, cluster-wide, this pass.
     reference_clock_mhz: dict[str, float] = field(default_factory=dict)
     # Multi-node jobs: each node's fabric NIC traffic over the window, mean % of capacity.

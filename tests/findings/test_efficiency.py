@@ -164,11 +164,43 @@ def test_low_utilization_finding_carries_the_hand_computed_numbers():
     assert low.evidence["gpu_hours_used"] == round(USED, 2)
     assert low.evidence["gpu_hours_wasted"] == round(WASTED, 2)
     assert low.wasted_gpu_hours == pytest.approx(WASTED)
-    assert low.severity == Severity.WARNING  # 2.0 GPU-hours: the 2 GPU-hour warning
+    # 2.0 GPU-hours over the whole run would be the 2 GPU-hour warning, but the samples
+    # cover the last 400 s of its 4,000: the severity counts the 0.2 wasted while measured.
+    assert low.evidence["measured_pct"] == 10.0
+    assert low.severity == Severity.INFO
     assert (low.window_start, low.window_end) == (dt.datetime.fromtimestamp(T0, dt.UTC),
                                                   dt.datetime.fromtimestamp(END, dt.UTC))
     assert "7 min" in low.explanation and "2.0 GPU-hours wasted" in low.explanation
+    assert ("Its samples cover only 10 % of its run: the severity counts the 0.2 GPU-hours "
+            "wasted while it was measured.") in low.explanation
     assert low.suggestion
+
+
+@pytest.mark.django_db
+def test_a_finding_severity_counts_the_waste_measured_not_the_run_taken_to_be_like_it():
+    """Installing ClusterUI on a running cluster: a job that started 50 hours before its
+    first sample, idle on 8 GPUs since, has wasted some 400 GPU-hours if it ran as it does
+    now, but ClusterUI saw 22 minutes of it. Its finding says both, and its severity (the
+    email's) is that of the 2.9 GPU-hours measured: warning, as for the same job started
+    when measuring did, not critical (50 GPU-hours). It rises as the measured waste does."""
+    times = [END - 10 * k for k in range(129, -1, -1)]
+    for ext, started in (("late", END - 50 * 3600), ("whole", times[0] - 10)):
+        job = Job(ext, gpus=list(range(8)), started_at=started)
+        batch = node_batch(Node(f"n-{ext}", gpus=8), seq=1, times=times, jobs=[job],
+                           gpu={i: [Sample(util=0, sm=0)] * len(times) for i in range(8)},
+                           owner={i: ext for i in range(8)})
+        assert ingest_envelope(batch).rejected == 0
+    run_pass(now=dt.datetime.fromtimestamp(END + 30, dt.UTC))
+    found = {f.job.external_id: f for f in Finding.objects.filter(
+        kind=FindingKind.LOW_UTILIZATION).select_related("job")}
+    late, whole = found["late"], found["whole"]
+    measured = 8 * 1300 / 3600  # 8 idle GPUs over 130 samples, each standing for 10 s
+    assert late.wasted_gpu_hours == pytest.approx(8 * 50, rel=1e-2)
+    assert whole.wasted_gpu_hours == pytest.approx(measured, rel=1e-3)
+    assert late.severity == whole.severity == Severity.WARNING
+    assert (f"the severity counts the {measured:.1f} GPU-hours wasted while it was "
+            "measured") in late.explanation
+    assert whole.evidence["measured_pct"] == 100.0 and "severity counts" not in whole.explanation
 
 
 def _jumping(k: int) -> float:

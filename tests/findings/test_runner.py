@@ -56,8 +56,9 @@ def findings(kind=None):
 @pytest.mark.django_db
 def test_a_finding_opens_updates_escalates_and_closes():
     # Allocated from the job's start, an hour before its first sample: 2 GPUs x 66 min,
-    # 98 % wasted, is 2.16 GPU-hours after 6 minutes, 2.35 after 12.
-    t = replace(T, window_s=600, waste_warning_gpu_h=2.25)
+    # 98 % wasted, is 2.16 GPU-hours after 6 minutes, 2.35 after 12. The severity counts the
+    # part measured: 2 GPUs x 6 min x 98 %, 0.20 GPU-hours, then 0.39 after 12.
+    t = replace(T, window_s=600, waste_warning_gpu_h=0.3)
     feed = Feed()
     feed.minutes(6, util=2.0, thresholds=t)
     [first] = findings(FindingKind.LOW_UTILIZATION)
@@ -68,7 +69,7 @@ def test_a_finding_opens_updates_escalates_and_closes():
     [again] = findings(FindingKind.LOW_UTILIZATION)
     assert again.pk == first.pk and again.first_seen == first.first_seen
     assert again.last_seen > opened_at and again.window_end == again.last_seen
-    assert again.severity == Severity.WARNING  # 2 GPUs x 72 min wasted: past 2.25 GPU-hours
+    assert again.severity == Severity.WARNING  # 2 GPUs x 12 min measured: past 0.3 GPU-hours
     assert again.evidence["gpu_hours_wasted"] > first.evidence["gpu_hours_wasted"]
 
     # Busy for 6 minutes: the 10-minute window's mean passes 25 % after 3, but a finding

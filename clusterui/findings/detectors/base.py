@@ -22,7 +22,12 @@ class Decision:
     node_id: int | None = None  # the node it is about, where not one GPU's (a straggler)
 
 
-def severity_from_waste(gpu_hours: float, t: Thresholds) -> str:
+def severity_from_waste(gpu_hours: float, t: Thresholds, measured_share: float = 1.0) -> str:
+    """The severity of ``gpu_hours`` wasted. ``measured_share``: the share of the job's run
+    its samples cover (``JobWindow.measured_share``) where ``gpu_hours`` counts the whole
+    run: only the waste ClusterUI saw raises the severity, never the unmeasured time taken
+    to be like it (a job measured for its last hour of 48 is not critical on that hour)."""
+    gpu_hours *= measured_share
     if gpu_hours >= t.waste_critical_gpu_h:
         return Severity.CRITICAL
     if gpu_hours >= t.waste_warning_gpu_h:
@@ -59,3 +64,15 @@ def gpu_list(gpus) -> str:
 
 def r2(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def measured_note(w, waste: float) -> str:
+    """The sentence a whole-run waste figure's explanation ends with when the job was only
+    partly measured: what the severity was judged on. Empty when measured (nearly)
+    throughout."""
+    from clusterui.findings.models import MEASURED_ENOUGH_PCT
+
+    if w.measured_share * 100 >= MEASURED_ENOUGH_PCT:
+        return ""
+    return (f" Its samples cover only {pct(100 * w.measured_share)} of its run: the severity "
+            f"counts the {waste * w.measured_share:.1f} GPU-hours wasted while it was measured.")

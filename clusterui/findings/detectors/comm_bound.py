@@ -17,6 +17,7 @@ from clusterui.findings.choices import FindingKind
 from clusterui.findings.detectors.base import (
     Decision,
     duration,
+    measured_note,
     pct,
     plural,
     r2,
@@ -69,6 +70,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
         explanation += (f" Utilization fell each time traffic peaked (correlation "
                         f"{corr:.2f} sample by sample).")
     explanation += " The GPUs spend much of their time waiting for communication."
+    explanation += measured_note(w, w.gpu_hours_wasted)
     if name == "NVLink":
         suggestion = (
             "Check that the GPUs talk over NVLink (nvidia-smi topo -m; NCCL_DEBUG=INFO shows "
@@ -86,13 +88,14 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     waste = w.gpu_hours_wasted
     return Decision(
         kind=KIND,
-        severity=severity_from_waste(waste, t),
+        severity=severity_from_waste(waste, t, w.measured_share),
         title=f"Communication-bound: GPUs {pct(busy)} busy, {name} "
               f"{pct(traffic.mean)} of capacity",
         explanation=explanation,
         suggestion=suggestion,
         evidence={
             "window_min": round(w.span_s / 60, 1),
+            "measured_pct": r2(100 * w.measured_share),
             "gpus": n,
             "nodes": w.nodes,
             "link": name,

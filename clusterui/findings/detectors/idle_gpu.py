@@ -13,6 +13,7 @@ from clusterui.findings.detectors.base import (
     Decision,
     duration,
     gpu_list,
+    measured_note,
     pct,
     plural,
     r2,
@@ -57,7 +58,8 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
             f"{pct(nvml)} of the time ({gpu_list(fake)}), but that figure is misleading: it "
             "counts the time any kernel was running, however few SMs it occupied."
         )
-    explanation += f" The idle GPUs have wasted {waste:.1f} GPU-hours since the job started."
+    explanation += (f" The idle GPUs have wasted {waste:.1f} GPU-hours since the job started."
+                    + measured_note(w, waste))
     suggestion = (
         f"Request {plural(keep, 'GPU')} instead of {n_alloc}, or make the program use all of "
         "them: start one process per GPU (torchrun --nproc_per_node, DistributedDataParallel, "
@@ -65,12 +67,13 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     )
     return Decision(
         kind=KIND,
-        severity=severity_from_waste(waste, t),
+        severity=severity_from_waste(waste, t, w.measured_share),
         title=f"{len(idle)} of {n_alloc} allocated GPUs idle",
         explanation=explanation,
         suggestion=suggestion,
         evidence={
             "window_min": round(w.span_s / 60, 1),
+            "measured_pct": r2(100 * w.measured_share),
             "gpus": n_alloc,
             "idle_gpus": [{"node": g.node, "index": g.index, "activity_pct": r2(g.activity),
                            "util_mean_pct": r2(g.util_mean),

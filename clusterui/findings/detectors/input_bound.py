@@ -11,6 +11,7 @@ from clusterui.findings.choices import FindingKind
 from clusterui.findings.detectors.base import (
     Decision,
     duration,
+    measured_note,
     pct,
     plural,
     r2,
@@ -50,7 +51,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
         f"{pct(busy)} ({w.busy_source}{nvml}) while its processes used {pct(cpu)}{cores}"
         f"{per_node}{net_text}. The GPUs wait for data that the CPUs cannot prepare fast "
         "enough."
-    )
+    ) + measured_note(w, w.gpu_hours_wasted)
     suggestion = (
         "Give the data loader more workers and the job more CPU cores (DataLoader num_workers, "
         "--cpus-per-task), move decoding and augmentation to the GPU (NVIDIA DALI, torchvision "
@@ -60,12 +61,13 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     waste = w.gpu_hours_wasted
     return Decision(
         kind=KIND,
-        severity=severity_from_waste(waste, t),
+        severity=severity_from_waste(waste, t, w.measured_share),
         title=f"Input-bound: GPUs {pct(busy)} busy, host CPUs {pct(cpu)} of allocation",
         explanation=explanation,
         suggestion=suggestion,
         evidence={
             "window_min": round(w.span_s / 60, 1),
+            "measured_pct": r2(100 * w.measured_share),
             "gpus": n,
             "nodes": w.nodes,
             "busy_mean_pct": r2(busy),

@@ -15,6 +15,7 @@ from clusterui.findings.choices import FindingKind
 from clusterui.findings.detectors.base import (
     Decision,
     duration,
+    measured_note,
     pct,
     plural,
     r2,
@@ -81,7 +82,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     explanation += (
         f" Since it started it has used {w.gpu_hours_used:.1f} of its "
         f"{w.gpu_hours_allocated:.1f} allocated GPU-hours: {waste:.1f} GPU-hours wasted."
-    )
+    ) + measured_note(w, waste)
     if activity < 1 and not nvml_misleads:
         explanation += " The GPUs did (almost) nothing: the job may not be using them at all."
         suggestion = UNUSED
@@ -95,12 +96,13 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
                  f"(NVML reads {pct(util)})")
     return Decision(
         kind=KIND,
-        severity=severity_from_waste(waste, t),
+        severity=severity_from_waste(waste, t, w.measured_share),
         title=title,
         explanation=explanation,
         suggestion=suggestion,
         evidence={
             "window_min": round(w.span_s / 60, 1),
+            "measured_pct": r2(100 * w.measured_share),
             "gpus": n,
             "activity_mean_pct": r2(activity),
             "judged_on": _source(w),
