@@ -325,6 +325,8 @@ class UsageHour(models.Model):
     gpu_hours_allocated = models.FloatField(default=0.0)
     gpu_hours_used = models.FloatField(default=0.0)
     gpu_hours_wasted = models.FloatField(default=0.0)
+    # The allocated GPU-hours the jobs' samples cover (``JobEfficiency.measured_pct``).
+    gpu_hours_measured = models.FloatField(default=0.0)
 
     class Meta:
         constraints = [
@@ -336,8 +338,8 @@ class UsageHour(models.Model):
             # The overview: every group's hours from the range's start on.
             models.Index(fields=["hour"], include=["user", "account", "jobs",
                                                    "gpu_hours_allocated", "gpu_hours_used",
-                                                   "gpu_hours_wasted"],
-                         name="usagehour_hour_idx"),
+                                                   "gpu_hours_wasted", "gpu_hours_measured"],
+                         name="usagehour_measured_idx"),
         ]
 
     def __str__(self):
@@ -358,13 +360,15 @@ class UsageJob(models.Model):
     gpu_hours_allocated = models.FloatField(default=0.0)
     gpu_hours_used = models.FloatField(default=0.0)
     gpu_hours_wasted = models.FloatField(default=0.0)
+    gpu_hours_measured = models.FloatField(default=0.0)
 
     class Meta:
         indexes = [
             # The pass re-adds the groups its changes touched from their jobs' rows.
             models.Index(fields=["user", "account", "hour"],
-                         include=["gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted"],
-                         name="usagejob_group_idx"),
+                         include=["gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
+                                  "gpu_hours_measured"],
+                         name="usagejob_measured_idx"),
         ]
 
     def __str__(self):

@@ -32,7 +32,13 @@ SELECT j.id AS job_id, j."user", j.account,
        COALESCE(date_trunc('hour', j.ended_at, 'UTC'), 'infinity') AS hour,
        COALESCE(e.gpu_hours_allocated, 0) AS gpu_hours_allocated,
        COALESCE(e.gpu_hours_used, 0) AS gpu_hours_used,
-       COALESCE(e.gpu_hours_wasted, 0) AS gpu_hours_wasted
+       COALESCE(e.gpu_hours_wasted, 0) AS gpu_hours_wasted,
+       COALESCE(e.gpu_hours_allocated * CASE
+           WHEN e.measured_from IS NULL OR e.window_end <= e.window_start THEN 1.0
+           ELSE LEAST(1.0, GREATEST(0.0,
+               extract(epoch FROM e.window_end - GREATEST(e.measured_from, e.window_start))
+               / extract(epoch FROM e.window_end - e.window_start)))::float8
+       END, 0) AS gpu_hours_measured
 FROM jobs_job j LEFT JOIN findings_jobefficiency e ON e.job_id = j.id
 """
 
@@ -43,11 +49,12 @@ WITH cur AS ({_CURRENT} WHERE j.id = ANY(%(ids)s)),
 old AS (SELECT "user", account, hour FROM findings_usagejob WHERE job_id = ANY(%(ids)s)),
 put AS (
     INSERT INTO findings_usagejob (job_id, "user", account, hour, gpu_hours_allocated,
-                                   gpu_hours_used, gpu_hours_wasted)
+                                   gpu_hours_used, gpu_hours_wasted, gpu_hours_measured)
     SELECT * FROM cur
     ON CONFLICT (job_id) DO UPDATE SET "user" = EXCLUDED."user", account = EXCLUDED.account,
         hour = EXCLUDED.hour, gpu_hours_allocated = EXCLUDED.gpu_hours_allocated,
-        gpu_hours_used = EXCLUDED.gpu_hours_used, gpu_hours_wasted = EXCLUDED.gpu_hours_wasted
+        gpu_hours_used = EXCLUDED.gpu_hours_used, gpu_hours_wasted = EXCLUDED.gpu_hours_wasted,
+        gpu_hours_measured = EXCLUDED.gpu_hours_measured
 ),
 gone AS (
     DELETE FROM findings_usagejob
@@ -72,9 +79,9 @@ WHERE h."user" = k."user" AND h.account = k.account AND h.hour = k.hour
 """
 _READD = _KEYS + """
 INSERT INTO findings_usagehour ("user", account, hour, jobs, gpu_hours_allocated,
-                                gpu_hours_used, gpu_hours_wasted)
+                                gpu_hours_used, gpu_hours_wasted, gpu_hours_measured)
 SELECT u."user", u.account, u.hour, count(*), sum(u.gpu_hours_allocated),
-       sum(u.gpu_hours_used), sum(u.gpu_hours_wasted)
+       sum(u.gpu_hours_used), sum(u.gpu_hours_wasted), sum(u.gpu_hours_measured)
 FROM keys k JOIN findings_usagejob u
      ON u."user" = k."user" AND u.account = k.account AND u.hour = k.hour
 GROUP BY 1, 2, 3
@@ -122,35 +129,39 @@ _SUMMARY = f"""
 WITH marked AS (SELECT DISTINCT job_id FROM findings_usagedirty),
 parts AS (
     SELECT "user", account, jobs AS n, gpu_hours_allocated AS a, gpu_hours_used AS u,
-           gpu_hours_wasted AS w
+           gpu_hours_wasted AS w, gpu_hours_measured AS m
     FROM findings_usagehour WHERE hour >= %(hour)s {{scope}}
     UNION ALL
-    SELECT "user", account, -1, -gpu_hours_allocated, -gpu_hours_used, -gpu_hours_wasted
+    SELECT "user", account, -1, -gpu_hours_allocated, -gpu_hours_used, -gpu_hours_wasted,
+           -gpu_hours_measured
     FROM findings_usagejob WHERE job_id IN (SELECT job_id FROM marked) AND hour >= %(hour)s
         {{scope}}
     UNION ALL
-    SELECT "user", account, 1, gpu_hours_allocated, gpu_hours_used, gpu_hours_wasted
+    SELECT "user", account, 1, gpu_hours_allocated, gpu_hours_used, gpu_hours_wasted,
+           gpu_hours_measured
     FROM ({_CURRENT} WHERE j.id IN (SELECT job_id FROM marked)) c
     WHERE hour >= %(hour)s {{scope}}
     UNION ALL
-    SELECT "user", account, 1, gpu_hours_allocated, gpu_hours_used, gpu_hours_wasted
+    SELECT "user", account, 1, gpu_hours_allocated, gpu_hours_used, gpu_hours_wasted,
+           gpu_hours_measured
     FROM ({_CURRENT} WHERE j.ended_at >= %(start)s AND j.ended_at < %(hour)s
           AND (j.started_at < %(end)s OR j.started_at IS NULL)) c
     WHERE true {{scope}}
     UNION ALL
-    SELECT "user", account, -1, -gpu_hours_allocated, -gpu_hours_used, -gpu_hours_wasted
+    SELECT "user", account, -1, -gpu_hours_allocated, -gpu_hours_used, -gpu_hours_wasted,
+           -gpu_hours_measured
     FROM ({_CURRENT} WHERE j.started_at >= %(end)s
           AND (j.ended_at IS NULL OR j.ended_at >= %(hour)s)) c
     WHERE true {{scope}}
 )
-SELECT {{group}}, sum(n), sum(a), sum(u), sum(w) FROM parts
+SELECT {{group}}, sum(n), sum(a), sum(u), sum(w), sum(m) FROM parts
 GROUP BY 1 HAVING sum(n) > 0
 """
 
 
 def usage_rows(group: str, start: dt.datetime, end: dt.datetime, user_name: str | None
                ) -> list[tuple]:
-    """``(name, jobs, allocated, used, wasted)`` per user or account of the jobs active in
+    """``(name, jobs, allocated, used, wasted, measured)`` per user or account of the jobs active in
     [start, end); ``user_name``: only that user's jobs (None: every job). Unordered."""
     column = {"user": '"user"', "account": "account"}[group]
     scope = 'AND "user" = %(user)s' if user_name is not None else ""

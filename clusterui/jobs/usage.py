@@ -67,8 +67,9 @@ def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
             and viewer.is_staff and usage_rollup.usable(start, end, now or timezone.now())):
         rows = usage_rollup.usage_rows(group, start, end, None)
         rows = sorted(({group: name, "jobs": n, "gpu_hours": float(a),
-                        "used_gpu_hours": float(u), "wasted_gpu_hours": float(w)}
-                       for name, n, a, u, w in rows),
+                        "used_gpu_hours": float(u), "wasted_gpu_hours": float(w),
+                        "measured_gpu_hours": float(m)}
+                       for name, n, a, u, w, m in rows),
                       key=lambda r: (-r["wasted_gpu_hours"], r[group]))
         return _rows(rows[:limit] if limit else rows, group)
     active = jobs.filter(Q(started_at__lt=end) | Q(started_at__isnull=True)).filter(
@@ -107,8 +108,7 @@ def _rows(rows, group: str) -> list[dict]:
             "used_gpu_hours": row["used_gpu_hours"],
             "wasted_gpu_hours": row["wasted_gpu_hours"],
             "efficiency_pct": 100.0 * row["used_gpu_hours"] / hours if hours else None,
-            # Not kept by the hourly sums (the overview's top users do without it).
-            "measured_pct": (100.0 * row["measured_gpu_hours"] / hours
-                             if hours and "measured_gpu_hours" in row else None),
+            "measured_pct": (min(100.0, 100.0 * row["measured_gpu_hours"] / hours)
+                             if hours else None),
         })
     return out

@@ -1,7 +1,7 @@
 """The hourly usage sums (``usage_rollup``) give the direct sum over the jobs' efficiency
 rows for any range that ends now: random jobs, figures updated, jobs ending, reopened by
-late data, back-filled, renamed and deleted, before and after the detector pass folds the
-changes in."""
+late data, measured from later or earlier, back-filled, renamed and deleted, before and
+after the detector pass folds the changes in."""
 
 import datetime as dt
 import random
@@ -46,7 +46,19 @@ def _set_figures(rnd: random.Random, job_id: int, now: dt.datetime) -> None:
     JobEfficiency.objects.update_or_create(job_id=job_id, defaults=dict(
         computed_at=now, window_start=now - dt.timedelta(hours=1), window_end=now,
         gpus=1, gpu_hours_allocated=allocated, gpu_hours_used=used,
-        gpu_hours_wasted=allocated - used, util_source="sm_active"))
+        gpu_hours_wasted=allocated - used, util_source="sm_active",
+        measured_from=_measured_from(rnd, now)))
+
+
+def _measured_from(rnd: random.Random, now: dt.datetime) -> dt.datetime | None:
+    """Unknown (computed before ClusterUI kept it), from the window's start, or later:
+    ClusterUI came after the job started."""
+    what = rnd.random()
+    if what < 0.2:
+        return None
+    if what < 0.5:
+        return now - dt.timedelta(hours=1)
+    return now - dt.timedelta(minutes=rnd.uniform(0, 60))
 
 
 def _change(rnd: random.Random, now: dt.datetime) -> None:
@@ -66,6 +78,9 @@ def _change(rnd: random.Random, now: dt.datetime) -> None:
         elif what < 0.72:
             Job.objects.filter(pk=job_id).update(user=rnd.choice(USERS),
                                                  account=rnd.choice(ACCOUNTS))
+        elif what < 0.76:  # late data earlier than its first sample: only the share moves
+            JobEfficiency.objects.filter(job_id=job_id).update(
+                measured_from=_measured_from(rnd, now))
         elif what < 0.8:
             JobEfficiency.objects.filter(job_id=job_id).delete()
         elif what < 0.85:
@@ -90,8 +105,10 @@ def _assert_same(now: dt.datetime, rnd: random.Random) -> None:
                 assert [r["name"] for r in summed] == [r["name"] for r in direct]
                 for a, b in zip(summed, direct, strict=True):
                     assert a["jobs"] == b["jobs"]
-                    for key in ("gpu_hours", "used_gpu_hours", "wasted_gpu_hours"):
-                        assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-9)
+                    for key in ("gpu_hours", "used_gpu_hours", "wasted_gpu_hours",
+                                "measured_pct"):
+                        assert a[key] == (None if b[key] is None else pytest.approx(
+                            b[key], rel=1e-9, abs=1e-9)), key
 
 
 def _rollup_is_ledger_sum() -> None:

@@ -142,6 +142,29 @@ def test_most_wasteful_jobs_and_users_in_the_range(client_for):
     assert [j.external_id for j in week["wasteful_jobs"]] == ["1", "3", "2"]
 
 
+def test_the_wasteful_users_say_when_their_waste_was_partly_measured(client_for):
+    """Staff read the users from the hourly sums: alice's one job was measured for its last
+    2 hours of 10, so 20 % of her GPU-hours were, and her row is marked; bob's job was
+    measured from its start, and his is not."""
+    f.node("gpu-a001", gpus=1)  # (an empty cluster's overview says how to start instead)
+    now = timezone.now()
+    late = f.job("alice", efficiency={"allocated": 10, "used": 2},
+                 started_at=now - dt.timedelta(hours=10))
+    late.efficiency.measured_from = now - dt.timedelta(hours=2)
+    late.efficiency.save()
+    whole = f.job("bob", efficiency={"allocated": 10, "used": 9})
+    whole.efficiency.measured_from = whole.efficiency.window_start
+    whole.efficiency.save()
+    response = client_for("staff").get(reverse("home"))
+    assert {r["name"]: round(r["measured_pct"]) for r in response.context["wasteful_users"]} \
+        == {"alice": 20, "bob": 100}
+    page = response.content.decode()
+    rows_html = {row.split("</a>")[0].rsplit(">", 1)[-1]: row for row in
+                 page.split("<tr><td>")[1:]}
+    assert 'title="20 % of these GPU-hours were measured' in rows_html["alice"]
+    assert "partly-measured" not in rows_html["bob"]
+
+
 def test_wasted_today_counts_the_part_of_each_job_since_midnight(users):
     now = timezone.now()
     since = now - dt.timedelta(hours=5)
