@@ -90,10 +90,22 @@ class Finding(models.Model):
     def severity_color(self) -> str:
         return Severity(self.severity).color
 
+    @property
+    def waste_is_whole_run(self) -> bool:
+        """Whether ``wasted_gpu_hours`` is the job's waste since it started, the time before
+        its first sample taken to be like the time since (a straggler's lost GPU-hours are
+        its window's own)."""
+        return self.kind in WHOLE_RUN_WASTE_KINDS
+
 
 # Samples covering less of a job's run than this: its figures are partly the measured
 # time's stand-in for the rest, and the pages, emails and report say so.
 MEASURED_ENOUGH_PCT = 95.0
+# The findings whose waste is the job's whole-run figure (``JobEfficiency``'s), and whose
+# severity counts only its measured share (``detectors.base.severity_from_waste``).
+WHOLE_RUN_WASTE_KINDS = frozenset({FindingKind.LOW_UTILIZATION, FindingKind.IDLE_GPU,
+                                   FindingKind.COMM_BOUND, FindingKind.INPUT_BOUND,
+                                   FindingKind.BUSY_NOT_BUSY})
 
 class JobEfficiency(models.Model):
     """How well a job used what it held, computed by the detector pass for running jobs and

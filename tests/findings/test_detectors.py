@@ -79,6 +79,8 @@ def test_a_fake_busy_job_is_low_utilization_with_waste_based_severity():
     assert (d.evidence["util_mean_pct"], d.evidence["sm_active_mean_pct"]) == (99.0, 6.0)
     big = low_utilization.detect(window([gpu(util=99.0, sm=6.0)], wasted=60.0), T)
     assert big.severity == Severity.CRITICAL
+    assert "the job's 1 GPU was active 6 %" in big.explanation
+    assert "NVML reported it busy 99 % of the time" in big.explanation
 
 
 def test_a_truly_busy_job_is_not_low_utilization():

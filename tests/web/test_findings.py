@@ -1,5 +1,8 @@
 """The findings list and acknowledging a finding."""
 
+import datetime as dt
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -101,6 +104,29 @@ def test_query_count_is_pinned(client_for, django_assert_num_queries):
     with django_assert_num_queries(LIST_QUERIES):
         response = client.get(reverse("findings"))
     assert len(response.context["findings"]) == 50
+
+
+def test_a_whole_run_waste_of_a_partly_measured_job_is_marked_as_partly_estimated(client_for):
+    """Alice's job was sampled for the last 30 minutes of its 2 hours: its low-utilization
+    finding's waste (the job's since it started) is marked "≈" with how much was measured.
+    A straggler's lost GPU-hours are its window's own, measured: never marked. Bob's job,
+    measured throughout, is not marked either."""
+    n = f.node("gpu-a001", gpus=2)
+    late = f.job("alice", gpus=n.gpus.all(), efficiency={"allocated": 4, "used": 1})
+    late.efficiency.measured_from = late.efficiency.window_end - dt.timedelta(minutes=30)
+    late.efficiency.save()
+    whole = f.job("bob", efficiency={"allocated": 4, "used": 1})
+    whole.efficiency.measured_from = whole.efficiency.window_start
+    whole.efficiency.save()
+    f.finding(late, kind="low_utilization", title="Alice low", wasted=3.0)
+    f.finding(late, kind="straggler", title="Alice straggler", wasted=0.4)
+    f.finding(whole, kind="low_utilization", title="Bob low", wasted=3.0)
+    html = client_for("staff").get(reverse("findings")).content.decode()
+    rows = {re.search(r"(Alice|Bob) \w+", r).group(0): r
+            for r in html.split("<tr")[2:]}
+    assert 'title="Measured for 25 % of its run' in rows["Alice low"]
+    assert "partly-measured" not in rows["Alice straggler"]
+    assert "partly-measured" not in rows["Bob low"]
 
 
 def test_no_open_findings(client_for):

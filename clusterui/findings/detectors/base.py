@@ -53,6 +53,11 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def were(n: int) -> str:
+    """The verb after ``plural(n, ...)``: "1 GPU was", "8 GPUs were"."""
+    return "was" if n == 1 else "were"
+
+
 def gpu_list(gpus) -> str:
     """ "gpu-a001 GPU 1, 2, 3; gpu-a002 GPU 0" """
     by_node: dict[str, list[int]] = {}

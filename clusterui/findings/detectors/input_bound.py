@@ -16,6 +16,7 @@ from clusterui.findings.detectors.base import (
     plural,
     r2,
     severity_from_waste,
+    were,
 )
 from clusterui.findings.thresholds import Thresholds
 from clusterui.findings.window import JobWindow
@@ -47,7 +48,7 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     util = w.util_mean
     nvml = f"; GPU utilization (NVML) {pct(util)}" if w.sm_mean is not None and util is not None else ""
     explanation = (
-        f"Over the last {duration(w.span_s)} the job's {plural(n, 'GPU')} were busy only "
+        f"Over the last {duration(w.span_s)} the job's {plural(n, 'GPU')} {were(n)} busy only "
         f"{pct(busy)} ({w.busy_source}{nvml}) while its processes used {pct(cpu)}{cores}"
         f"{per_node}{net_text}. The GPUs wait for data that the CPUs cannot prepare fast "
         "enough."

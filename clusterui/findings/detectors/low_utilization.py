@@ -20,6 +20,7 @@ from clusterui.findings.detectors.base import (
     plural,
     r2,
     severity_from_waste,
+    were,
 )
 from clusterui.findings.thresholds import Thresholds
 from clusterui.findings.window import JobWindow
@@ -63,15 +64,15 @@ def detect(w: JobWindow, t: Thresholds) -> Decision | None:
     nvml_misleads = sm is not None and util is not None and util >= t.low_util_pct
     looks_busy = nvml_misleads and util >= t.bnb_util_pct and activity <= t.bnb_sm_pct
     explanation = (
-        f"Over the last {duration(w.span_s)} the job's {plural(n, 'GPU')} were active "
+        f"Over the last {duration(w.span_s)} the job's {plural(n, 'GPU')} {were(n)} active "
         f"{pct(activity)} on average ({_source(w)}), below the {t.low_util_pct:g} % "
         "threshold."
     )
     if nvml_misleads:
         explanation += (
-            f" NVML reported them busy {pct(util)} of the time, but that figure is "
-            "misleading: it counts the time any kernel was running, however few of the "
-            "GPU's SMs it occupied."
+            f" NVML reported {'it' if n == 1 else 'them'} busy {pct(util)} of the time, "
+            "but that figure is misleading: it counts the time any kernel was running, "
+            "however few of the GPU's SMs it occupied."
         )
         if looks_busy:
             explanation += (" A kernel was almost always running, yet it kept few SMs busy: "

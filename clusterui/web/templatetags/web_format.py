@@ -147,6 +147,7 @@ LABELS = {
     "peers_port_errors_max": "Most port errors on a peer",
     "port_errors_threshold": "Port errors threshold",
     "error_traffic_ratio_threshold": "Traffic ratio threshold (erroring port)",
+    "measured_pct": "Share of the run measured",
 }
 WORDS = {"pct": "", "util": "utilization", "gpu": "GPU", "gpus": "GPUs", "sm": "SM",
          "nic": "NIC", "nvlink": "NVLink", "cpu": "CPU", "cpus": "CPUs", "mib": "", "mem": "memory",

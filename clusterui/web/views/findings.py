@@ -27,7 +27,8 @@ def finding_list(request):
     if "state" not in params:
         params["state"] = FindingState.OPEN
     findings = (Finding.objects.visible_to(request.user)
-                .select_related("job__cluster", "node__cluster", "acknowledged_by")
+                .select_related("job__cluster", "job__efficiency", "node__cluster",
+                                "acknowledged_by")
                 .annotate(rank=SEVERITY_RANK))
     filters = FindingFilterSet(params, queryset=findings)
     valid = filters.is_valid()
