@@ -108,6 +108,8 @@ def test_a_partly_measured_job_says_so_beside_its_waste(smtp, cast):
     line = (f"the samples cover 20 % of the time since the job started at {start}. For "
             "the 1 hour, 40 minutes before, these figures take the job to have run as it did "
             "since")
+    assert late.subject.endswith("(about 15.3 GPU-h wasted)")
+    assert mails[whole.external_id].subject.endswith(" (15.3 GPU-h wasted)")
     assert "Measured from" in late.text and line in " ".join(late.text.split())
     assert line in " ".join(re.sub(r"<[^>]+>", "", late.html).split())
     assert "Measured from" not in mails[whole.external_id].text

@@ -93,6 +93,10 @@ def test_a_wasteful_job_sends_its_report_once_and_late_data_sends_no_second(smtp
     assert mail.envelope_to == ["alice@example.org"]
     assert mail.subject.startswith('[ClusterUI] Job 9101 "train" ended: 2 % of its GPU time '
                                    "used (")
+    # It started 10 minutes before its first sample: 3/4 of its run measured, so its waste
+    # is partly the measured part's stand-in for the rest, as the report says.
+    assert mail.subject.endswith(f"(about {eff.gpu_hours_wasted:.1f} GPU-h wasted)")
+    assert "Measured from" in mail.text
     # The text part holds the report `clusterui jobstats 9101` prints, line for line.
     expected = jobstats_lines(cast["owner"], "9101")
     assert "Figures through:" in "\n".join(expected) and "(final)" in "\n".join(expected)
