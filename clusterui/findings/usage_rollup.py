@@ -26,19 +26,15 @@ import datetime as dt
 from django.db import connection
 
 from clusterui.findings import bulk
+from clusterui.findings.measured import measured_share_sql
 
-_CURRENT = """
+_CURRENT = f"""
 SELECT j.id AS job_id, j."user", j.account,
        COALESCE(date_trunc('hour', j.ended_at, 'UTC'), 'infinity') AS hour,
        COALESCE(e.gpu_hours_allocated, 0) AS gpu_hours_allocated,
        COALESCE(e.gpu_hours_used, 0) AS gpu_hours_used,
        COALESCE(e.gpu_hours_wasted, 0) AS gpu_hours_wasted,
-       COALESCE(e.gpu_hours_allocated * CASE
-           WHEN e.measured_from IS NULL OR e.window_end <= e.window_start THEN 1.0
-           ELSE LEAST(1.0, GREATEST(0.0,
-               extract(epoch FROM e.window_end - GREATEST(e.measured_from, e.window_start))
-               / extract(epoch FROM e.window_end - e.window_start)))::float8
-       END, 0) AS gpu_hours_measured
+       COALESCE(e.gpu_hours_allocated * {measured_share_sql("e")}, 0) AS gpu_hours_measured
 FROM jobs_job j LEFT JOIN findings_jobefficiency e ON e.job_id = j.id
 """
 

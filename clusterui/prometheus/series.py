@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity
+from clusterui.findings.measured import measured_share_sql
 from clusterui.ingest import health
 from clusterui.inventory.counting import (
     BUSY_UTIL_PCT,
@@ -71,9 +72,10 @@ GROUP BY c.name, n.name, s.silent
 ORDER BY c.name, n.name
 """
 
-_RUNNING = """
+_RUNNING = f"""
 SELECT c.name, count(j.id), COALESCE(sum(e.gpu_hours_wasted), 0),
-       COALESCE(sum(e.gpu_hours_allocated), 0)
+       COALESCE(sum(e.gpu_hours_allocated), 0),
+       COALESCE(sum(e.gpu_hours_allocated * {measured_share_sql("e")}), 0)
 FROM inventory_cluster c
 LEFT JOIN jobs_job j ON j.cluster_id = c.id AND j.state = 'running'
 LEFT JOIN findings_jobefficiency e ON e.job_id = j.id
@@ -150,11 +152,17 @@ class ClusterCollector(Collector):
         allocated = GaugeMetricFamily(
             "clusterui_running_jobs_allocated_gpu_hours",
             "GPU-hours the jobs running now have held so far", labels=["cluster"])
-        for cluster, jobs, wasted_h, allocated_h in _rows(_RUNNING):
+        measured = GaugeMetricFamily(
+            "clusterui_running_jobs_measured_gpu_hours",
+            "Of the allocated GPU-hours, those the jobs' samples cover (the rest began before "
+            "ClusterUI sampled the job, and the wasted figure takes it to be like the time "
+            "measured): measured / allocated is the share measured", labels=["cluster"])
+        for cluster, jobs, wasted_h, allocated_h, measured_h in _rows(_RUNNING):
             running.add_metric([cluster], jobs)
             wasted.add_metric([cluster], wasted_h)
             allocated.add_metric([cluster], allocated_h)
-        yield from (running, wasted, allocated)
+            measured.add_metric([cluster], measured_h)
+        yield from (running, wasted, allocated, measured)
 
     def findings(self):
         family = GaugeMetricFamily("clusterui_findings_open",

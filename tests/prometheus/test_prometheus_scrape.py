@@ -51,6 +51,7 @@ SERIES = {
     "clusterui_node_silent", "clusterui_node_gpu_utilization_percent",
     "clusterui_node_gpu_power_watts", "clusterui_running_jobs",
     "clusterui_running_jobs_wasted_gpu_hours", "clusterui_running_jobs_allocated_gpu_hours",
+    "clusterui_running_jobs_measured_gpu_hours",
     "clusterui_findings_open", "clusterui_ingest_broker_up", "clusterui_ingest_queue_messages",
     "clusterui_ingest_reserved_messages", "clusterui_ingest_consumers",
     "clusterui_ingest_dead_letters", "clusterui_ingest_batches_per_second",
@@ -92,6 +93,7 @@ def _store(broker) -> dict:
     return {"refused_items": refused, "batches": len(delays),
             "delay_p50": statistics.median(delays), "delay_max": max(delays),
             "wasted": eff.gpu_hours_wasted, "allocated": eff.gpu_hours_allocated,
+            "measured": eff.gpu_hours_allocated * eff.measured_pct / 100,
             "stored_at": time.time()}
 
 
@@ -202,6 +204,10 @@ def test_prometheus_scrapes_every_series(prometheus, live_server, broker, clean_
     assert expected["wasted"] > 0
     allocated = values(base, "clusterui_running_jobs_allocated_gpu_hours", at, "cluster")
     assert allocated == {("hand",): pytest.approx(expected["allocated"]), ("east",): 0}
+    # The job started 20 minutes ago, its samples cover the last 10: about half measured.
+    measured = values(base, "clusterui_running_jobs_measured_gpu_hours", at, "cluster")
+    assert measured == {("hand",): pytest.approx(expected["measured"]), ("east",): 0}
+    assert 0.4 < expected["measured"] / expected["allocated"] < 0.6
 
     findings = values(base, "clusterui_findings_open", at, "cluster", "kind", "severity")
     assert len(findings) == 2 * len(FindingKind.values) * len(Severity.values)  # zeros too
