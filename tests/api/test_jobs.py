@@ -52,6 +52,21 @@ def test_list_shows_efficiency_figures(api, cluster_jobs):
     assert first["state"] == "ended" and first["cluster"] == "test"
 
 
+def test_list_says_how_much_of_each_run_was_measured(api, cluster_jobs):
+    """The sweep was sampled for the last 30 minutes of its two hours; the training job
+    from its start; the fresh job has no figures yet."""
+    eff = cluster_jobs["wasteful"].efficiency
+    eff.measured_from = eff.window_end - dt.timedelta(minutes=30)
+    eff.save()
+    eff = cluster_jobs["efficient"].efficiency
+    eff.measured_from = eff.window_start
+    eff.save()
+    rows = {r["name"]: r for r in api("alice").get("/api/v1/jobs/").json()["results"]}
+    assert rows["sweep"]["measured_pct"] == pytest.approx(25.0)
+    assert rows["train"]["measured_pct"] == pytest.approx(100.0)
+    assert rows["fresh"]["measured_pct"] is None
+
+
 def test_most_wasted_first_puts_jobs_without_figures_last(api, cluster_jobs):
     got = ids(api("alice").get("/api/v1/jobs/", {"ordering": "-wasted"}))
     assert got == [cluster_jobs[k].id for k in ("old", "wasteful", "efficient", "new")]

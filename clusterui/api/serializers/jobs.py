@@ -27,6 +27,12 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="When the pass closed the books of the ended job; null while it runs or "
                   "its last data is still to be read")
 
+    measured_pct = serializers.FloatField(
+        source="efficiency.measured_pct", read_only=True, allow_null=True,
+        help_text="The share of the job's run (from its start) its samples cover, in percent: "
+                  "below 100 its GPU-hours figures take the time before its first sample to "
+                  "be like the time since (measured_pct on /jobs/<id>/)")
+
     queue_wait_s = serializers.SerializerMethodField(
         help_text="Seconds from submit to start, where the scheduler reported both")
 
@@ -34,8 +40,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = ["id", "cluster", "scheduler", "external_id", "name", "user", "account",
                   "partition", "state", "started_at", "ended_at", "cpus", "gpu_hours",
-                  "wasted_gpu_hours", "efficiency_pct", "judged_at", "finalized_at",
-                  "submitted_at", "queue_wait_s", "time_limit_s", "exit_state", "exit_code",
+                  "wasted_gpu_hours", "efficiency_pct", "measured_pct", "judged_at",
+                  "finalized_at", "submitted_at", "queue_wait_s", "time_limit_s", "exit_state", "exit_code",
                   "exit_signal", "namespace", "pod", "owner_kind", "owner_name"]
 
     def get_queue_wait_s(self, obj) -> float | None:
