@@ -107,6 +107,7 @@ WHOLE_RUN_WASTE_KINDS = frozenset({FindingKind.LOW_UTILIZATION, FindingKind.IDLE
                                    FindingKind.COMM_BOUND, FindingKind.INPUT_BOUND,
                                    FindingKind.BUSY_NOT_BUSY})
 
+
 class JobEfficiency(models.Model):
     """How well a job used what it held, computed by the detector pass for running jobs and
     once more when the job ends."""

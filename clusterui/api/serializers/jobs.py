@@ -41,8 +41,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "scheduler", "external_id", "name", "user", "account",
                   "partition", "state", "started_at", "ended_at", "cpus", "gpu_hours",
                   "wasted_gpu_hours", "efficiency_pct", "measured_pct", "judged_at",
-                  "finalized_at", "submitted_at", "queue_wait_s", "time_limit_s", "exit_state", "exit_code",
-                  "exit_signal", "namespace", "pod", "owner_kind", "owner_name"]
+                  "finalized_at", "submitted_at", "queue_wait_s", "time_limit_s", "exit_state",
+                  "exit_code", "exit_signal", "namespace", "pod", "owner_kind", "owner_name"]
 
     def get_queue_wait_s(self, obj) -> float | None:
         wait = obj.queue_wait

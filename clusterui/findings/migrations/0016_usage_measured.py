@@ -27,10 +27,23 @@ CREATE TRIGGER findings_jobefficiency_usage_mark_update AFTER UPDATE ON findings
           OR OLD.job_id <> NEW.job_id)
     EXECUTE FUNCTION findings_usage_mark_efficiency();
 """
-# Every job counted so far is recounted by the next detector pass (the new column is 0
-# until then; readers add a marked job's current state themselves, so no figure is wrong
-# meanwhile).
-RECOUNT = "INSERT INTO findings_usagedirty (job_id) SELECT job_id FROM findings_usagejob"
+# Every job counted so far gets its measured GPU-hours from its efficiency now, and the
+# sums from their jobs' rows (findings/measured.py's share, as of this migration). A job
+# marked changed and not folded yet stays consistent: readers take its row away and add
+# its current state, and the next fold rewrites it.
+BACKFILL = """
+UPDATE findings_usagejob u SET gpu_hours_measured = COALESCE(e.gpu_hours_allocated * CASE
+        WHEN e.measured_from IS NULL OR e.window_end <= e.window_start THEN 1.0
+        ELSE LEAST(1.0, GREATEST(0.0,
+            extract(epoch FROM e.window_end - GREATEST(e.measured_from, e.window_start))
+            / extract(epoch FROM e.window_end - e.window_start)))::float8
+    END, 0)
+FROM findings_jobefficiency e WHERE e.job_id = u.job_id;
+UPDATE findings_usagehour h SET gpu_hours_measured = s.measured
+FROM (SELECT "user", account, hour, sum(gpu_hours_measured) AS measured
+      FROM findings_usagejob GROUP BY 1, 2, 3) s
+WHERE h."user" = s."user" AND h.account = s.account AND h.hour = s.hour;
+"""
 
 
 class Migration(migrations.Migration):
@@ -67,5 +80,5 @@ class Migration(migrations.Migration):
             model_name='usagejob',
             index=models.Index(fields=['user', 'account', 'hour'], include=('gpu_hours_allocated', 'gpu_hours_used', 'gpu_hours_wasted', 'gpu_hours_measured'), name='usagejob_measured_idx'),
         ),
-        migrations.RunSQL(RECOUNT, migrations.RunSQL.noop),
+        migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
     ]
