@@ -11,6 +11,7 @@ import csv
 import datetime as dt
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Prefetch, prefetch_related_objects
 from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import reverse
@@ -19,13 +20,17 @@ from django.utils import timezone
 CHUNK = 1000
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
+# measured_pct: the share of the job's run its samples cover (JobEfficiency.measured_pct);
+# below 100 the GPU-hours take the time before its first sample to be like the time since.
+# A finding has it where its waste is the job's whole-run figure (waste_is_whole_run).
 JOB_COLUMNS = ["cluster", "scheduler", "job_id", "name", "user", "account", "partition",
-               "namespace", "pod", "owner_kind", "owner_name", "state", "started_at", "ended_at", "gpus", "gpu_hours", "efficiency_pct",
-               "wasted_gpu_hours", "open_findings", "url"]
+               "namespace", "pod", "owner_kind", "owner_name", "state", "started_at",
+               "ended_at", "gpus", "gpu_hours", "efficiency_pct", "wasted_gpu_hours",
+               "measured_pct", "open_findings", "url"]
 FINDING_COLUMNS = ["id", "severity", "kind", "state", "title", "cluster", "job_id", "user",
                    "account", "node", "first_seen", "last_seen", "closed_at",
-                   "wasted_gpu_hours", "acknowledged_at", "acknowledged_by", "explanation",
-                   "suggestion", "url"]
+                   "wasted_gpu_hours", "measured_pct", "acknowledged_at", "acknowledged_by",
+                   "explanation", "suggestion", "url"]
 
 # The users page's rows; the first column is "user", "account" or "namespace", as the page
 # groups them.
@@ -96,7 +101,7 @@ def job_rows(request, ordered, open_findings):
                    job.owner_name, job.state, job.started_at, job.ended_at,
                    job.gpu_count, job.allocated_gpu_hours,
                    None if ratio is None else 100.0 * ratio, job.wasted_gpu_hours,
-                   " ".join(f.kind for f in job.open_findings),
+                   _measured_pct(job), " ".join(f.kind for f in job.open_findings),
                    request.build_absolute_uri(reverse("job-detail", args=[job.pk]))]
 
 
@@ -109,10 +114,18 @@ def finding_rows(request, ordered):
                    job.external_id if job else None, job.user if job else None,
                    job.account if job else None, f.node.name if f.node else None,
                    f.first_seen, f.last_seen, f.closed_at, f.wasted_gpu_hours,
+                   _measured_pct(job) if job and f.waste_is_whole_run else None,
                    f.acknowledged_at,
                    f.acknowledged_by.get_username() if f.acknowledged_by else None,
                    f.explanation, f.suggestion,
                    _finding_url(request, f)]
+
+
+def _measured_pct(job) -> float | None:
+    try:
+        return job.efficiency.measured_pct
+    except ObjectDoesNotExist:  # no figures yet
+        return None
 
 
 def _finding_url(request, f) -> str | None:

@@ -157,6 +157,8 @@ def test_jobs_csv_values(client_for, jobs):
     assert first["open_findings"] == "idle_gpu"
     assert first["url"] == f"http://testserver/jobs/{jobs[1].pk}/"
     assert rows["1003"]["efficiency_pct"] == "" and rows["1003"]["gpu_hours"] == ""
+    assert rows["1003"]["measured_pct"] == ""  # no figures yet
+    assert first["measured_pct"] == ""  # figures from before ClusterUI kept measured_from
     assert rows["1004"]["name"] == "'" + FORMULA  # not run as a formula by a spreadsheet
     assert rows["1005"]["name"] == 'a "quoted", multi\nline name'
     assert rows["1000"]["ended_at"].endswith("Z") and rows["1000"]["state"] == "ended"
@@ -201,6 +203,23 @@ def test_findings_csv_values(client_for, jobs):
     node = next(r for r in csv_rows(client_for("staff"), "/findings/", {})
                 if r["kind"] == "gpu_errors")
     assert (node["node"], node["job_id"], node["cluster"]) == ("gpu-a001", "", "test")
+    assert node["measured_pct"] == ""  # a node's finding: no job, no run to measure
+
+
+def test_a_partly_measured_jobs_share_is_in_both_csvs(client_for, jobs):
+    """Job 1001 was sampled for its last 2 minutes of 5: 40 % measured, in the jobs CSV and
+    beside its idle-GPU finding's (whole-run) waste; a throttling finding's is not a
+    whole-run waste, so it has none."""
+    eff = jobs[1].efficiency
+    eff.measured_from = eff.window_end - dt.timedelta(minutes=2)
+    eff.save()
+    f.finding(jobs[1], kind="throttling", title="Throttled", wasted=0.0)
+    job = {r["job_id"]: r for r in csv_rows(client_for("alice"), "/jobs/", {})}["1001"]
+    assert float(job["measured_pct"]) == pytest.approx(40.0, abs=0.01)
+    found = [r for r in csv_rows(client_for("alice"), "/findings/", {"state": ""})
+             if r["job_id"] == "1001"]
+    assert {r["kind"]: r["measured_pct"] for r in found} == {
+        "idle_gpu": job["measured_pct"], "throttling": ""}
 
 
 def test_bad_filters_and_too_many_rows(client_for, jobs, settings):
