@@ -3,11 +3,13 @@
 import datetime as dt
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, FloatField, Sum
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from clusterui.findings.choices import FindingKind, FindingState, Severity
-from clusterui.findings.models import Finding, JobEfficiency
+from clusterui.findings.measured import measured_share_sql
+from clusterui.findings.models import MEASURED_ENOUGH_PCT, Finding, JobEfficiency
 
 MAX_FINDINGS_LISTED = 25
 
@@ -16,10 +18,15 @@ def context(now: dt.datetime | None = None) -> dict:
     now = now or timezone.now()
     since = now - dt.timedelta(hours=24)
     recent = JobEfficiency.objects.filter(window_end__gte=since)
+    measured = RawSQL("gpu_hours_allocated * "
+                      + measured_share_sql(JobEfficiency._meta.db_table), [],
+                      output_field=FloatField())
     totals = recent.aggregate(allocated=Sum("gpu_hours_allocated"),
-                              wasted=Sum("gpu_hours_wasted"), jobs=Count("job"))
+                              wasted=Sum("gpu_hours_wasted"), jobs=Count("job"),
+                              measured=Sum(measured))
     top = list(recent.filter(gpu_hours_wasted__gt=0).select_related("job__cluster")
                .only("gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
+                     "window_start", "window_end", "measured_from",  # + partly_measured
                      "job__external_id", "job__name", "job__user", "job__account",
                      "job__cluster__name")
                .order_by("-gpu_hours_wasted")[: settings.ALERT_DIGEST_TOP])
@@ -40,6 +47,11 @@ def context(now: dt.datetime | None = None) -> dict:
         "totals": totals,
         "wasted_pct": (100.0 * totals["wasted"] / totals["allocated"]
                        if totals["allocated"] else None),
+        # Of the allocated GPU-hours, those the jobs' samples cover: said when under
+        # MEASURED_ENOUGH_PCT, as the overview and the users page do.
+        "measured_pct": (min(100.0, 100.0 * totals["measured"] / totals["allocated"])
+                         if totals["allocated"] else None),
+        "measured_enough_pct": MEASURED_ENOUGH_PCT,
         "top": top,
         "kinds": kinds,
         "severities": _severities(),

@@ -5,9 +5,10 @@ import datetime as dt
 from collections import Counter
 
 import pytest
+from django.template.loader import render_to_string
 from django.utils import timezone
 
-from clusterui.alerts import delivery, outbox
+from clusterui.alerts import delivery, digest, outbox
 from clusterui.alerts.models import AlertEmail, DigestRun, OptOut
 from clusterui.alerts.tasks import send_digest
 from tests.alerts.factories import make_efficiency, make_finding, make_job, make_node
@@ -73,6 +74,33 @@ def test_the_digest_lists_top_waste_and_open_findings(smtp, admins):
         assert needle in mail.html
     assert "All findings: http://clusterui.test/findings/" in text
     assert mail.message["List-Unsubscribe"]
+
+
+def test_the_digest_says_how_much_of_the_waste_was_measured(smtp, admins):
+    """big-idle was sampled for the second half of its run only: of the day's 88 GPU-hours
+    allocated 56 were measured (64 %), said in both parts, and its waste is marked "≈";
+    loader-bound, measured throughout, is not. With every job measured, no such line."""
+    big, mid = cluster_day()
+    eff = big.efficiency
+    eff.measured_from = eff.window_start + (eff.window_end - eff.window_start) / 2
+    eff.save()
+    mid.efficiency.measured_from = mid.efficiency.window_start
+    mid.efficiency.save()
+    send_digest()
+    mail = smtp.received[0]
+    assert "64 % of these GPU-hours were measured" in mail.text
+    lines = {line.split('"')[1]: line for line in mail.text.splitlines()
+             if "GPU-h  job" in line}
+    assert lines["big-idle"].startswith(" 1. ≈   51.2 GPU-h")
+    assert lines["loader-bound"].startswith(" 2.      9.5 GPU-h")
+    assert "64 % measured" in mail.html and "≈</span> 51.2" in mail.html
+    assert "≈</span> 9.5" not in mail.html
+
+    eff.measured_from = eff.window_start
+    eff.save()
+    context = digest.context()
+    assert context["measured_pct"] == pytest.approx(100.0)
+    assert "were measured" not in render_to_string("emails/digest-body.txt", context)
 
 
 def test_an_admin_who_stopped_the_digest_does_not_get_it(smtp, admins):
