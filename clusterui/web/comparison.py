@@ -86,6 +86,8 @@ ROWS = (
     ("GPU-hours allocated", lambda e: e.gpu_hours_allocated, "hours"),
     ("GPU-hours used", lambda e: e.gpu_hours_used, "hours"),
     ("GPU-hours wasted", lambda e: e.gpu_hours_wasted, "hours"),
+    # Below 95 %, the GPU-hours take the time before the first sample to be like the rest.
+    ("Share of the run measured", lambda e: e.measured_pct, "pct"),
     ("Mean busy (SM activity where reported, else NVML)", lambda e: e.util_mean_pct, "pct"),
     ("GPU memory high-water (MiB)", lambda e: e.mem_peak_mib, "int"),
     ("Energy (kWh)", lambda e: None if e.energy_j is None else e.energy_j / 3.6e6, "num"),

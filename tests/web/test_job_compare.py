@@ -55,6 +55,21 @@ def test_two_jobs_side_by_side(client_for, before_and_after):
     assert max(sm_after["x"]) <= 30
 
 
+def test_the_share_of_each_run_measured_is_compared(client_for, before_and_after):
+    """train-v2 was sampled for its last 15 minutes of 30, train-v1 from its start: their
+    wasted GPU-hours are not equally measured, and the comparison says so."""
+    before, after = before_and_after
+    for job, share in ((before, 1.0), (after, 0.5)):
+        eff = job.efficiency
+        eff.measured_from = eff.window_end - (eff.window_end - eff.window_start) * share
+        eff.save()
+    response = client_for("alice").get("/jobs/compare/", {"job": [before.pk, after.pk]})
+    row = next(r for r in response.context["rows"] if r["label"] == "Share of the run measured")
+    assert row["values"] == [pytest.approx(100.0), pytest.approx(50.0)]
+    assert ('<th scope="row">Share of the run measured</th><td class="num-left">100 %</td>'
+            '<td class="num-left">50 %</td>') in response.content.decode()
+
+
 def test_a_bad_choice_is_explained(client_for, before_and_after):
     before, _ = before_and_after
     client = client_for("alice")
