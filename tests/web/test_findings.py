@@ -4,7 +4,9 @@ import datetime as dt
 import re
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from clusterui.findings.models import Finding
@@ -127,6 +129,22 @@ def test_a_whole_run_waste_of_a_partly_measured_job_is_marked_as_partly_estimate
     assert 'title="Measured for 25 % of its run' in rows["Alice low"]
     assert "partly-measured" not in rows["Alice straggler"]
     assert "partly-measured" not in rows["Bob low"]
+
+
+def test_the_list_reads_no_job_accumulators(client_for, findings):
+    """The "≈" needs each job's efficiency window only: its per-GPU figures and detector
+    accumulators (kilobytes a job) are read by neither the page nor the CSV."""
+    client = client_for("staff")
+    for params in ({}, {"format": "csv"}):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(reverse("findings"), params)
+            assert response.status_code == 200
+            if params:  # the CSV streams: its queries run as it is read
+                b"".join(response.streaming_content)
+        sql = " ".join(q["sql"] for q in queries.captured_queries)
+        assert "findings_jobefficiency" in sql
+        assert '"findings_jobefficiency"."accum"' not in sql
+        assert '"findings_jobefficiency"."per_gpu"' not in sql
 
 
 def test_no_open_findings(client_for):

@@ -29,6 +29,9 @@ def finding_list(request):
     findings = (Finding.objects.visible_to(request.user)
                 .select_related("job__cluster", "job__efficiency", "node__cluster",
                                 "acknowledged_by")
+                # Only the efficiency's window, for the "≈" (its per-GPU figures and
+                # accumulators run to many kilobytes a job).
+                .defer("job__efficiency__per_gpu", "job__efficiency__accum")
                 .annotate(rank=SEVERITY_RANK))
     filters = FindingFilterSet(params, queryset=findings)
     valid = filters.is_valid()
