@@ -41,6 +41,8 @@ def context(now: dt.datetime | None = None) -> dict:
     ]
     listed = list(open_findings.select_related("job", "node")
                   .order_by("-wasted_gpu_hours", "-last_seen")[:MAX_FINDINGS_LISTED])
+    measured_pct = (min(100.0, 100.0 * totals["measured"] / totals["allocated"])
+                    if totals["allocated"] else None)
     return {
         "day": timezone.localdate(now),
         "since": since,
@@ -49,9 +51,8 @@ def context(now: dt.datetime | None = None) -> dict:
                        if totals["allocated"] else None),
         # Of the allocated GPU-hours, those the jobs' samples cover: said when under
         # MEASURED_ENOUGH_PCT, as the overview and the users page do.
-        "measured_pct": (min(100.0, 100.0 * totals["measured"] / totals["allocated"])
-                         if totals["allocated"] else None),
-        "measured_enough_pct": MEASURED_ENOUGH_PCT,
+        "measured_pct": measured_pct,
+        "partly_measured": measured_pct is not None and measured_pct < MEASURED_ENOUGH_PCT,
         "top": top,
         "kinds": kinds,
         "severities": _severities(),

@@ -157,8 +157,9 @@ GROUP BY 1 HAVING sum(n) > 0
 
 def usage_rows(group: str, start: dt.datetime, end: dt.datetime, user_name: str | None
                ) -> list[tuple]:
-    """``(name, jobs, allocated, used, wasted, measured)`` per user or account of the jobs active in
-    [start, end); ``user_name``: only that user's jobs (None: every job). Unordered."""
+    """``(name, jobs, allocated, used, wasted, measured)`` per user or account of the jobs
+    active in [start, end); ``user_name``: only that user's jobs (None: every job).
+    Unordered."""
     column = {"user": '"user"', "account": "account"}[group]
     scope = 'AND "user" = %(user)s' if user_name is not None else ""
     sql = _SUMMARY.format(scope=scope, group=column)

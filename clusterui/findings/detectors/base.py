@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from clusterui.findings.choices import Severity
+from clusterui.findings.models import MEASURED_ENOUGH_PCT
 from clusterui.findings.thresholds import Thresholds
 
 
@@ -75,8 +76,6 @@ def measured_note(w, waste: float) -> str:
     """The sentence a whole-run waste figure's explanation ends with when the job was only
     partly measured: what the severity was judged on. Empty when measured (nearly)
     throughout."""
-    from clusterui.findings.models import MEASURED_ENOUGH_PCT
-
     if w.measured_share * 100 >= MEASURED_ENOUGH_PCT:
         return ""
     return (f" Its samples cover only {pct(100 * w.measured_share)} of its run: the severity "
