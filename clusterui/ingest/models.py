@@ -8,7 +8,9 @@ class IngestBatch(models.Model):
     transaction as the batch's samples, so a redelivered batch finds it and stores nothing,
     and ``seq`` numbers missing for a (node, boot_id) are batches that never arrived."""
 
-    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="batches")
+    # No index of its own: the key's unique index (node, boot_id, seq) leads with it.
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="batches",
+                             db_index=False)
     boot_id = models.CharField(max_length=64)
     seq = models.BigIntegerField()
     sent_at = models.DateTimeField(null=True)
@@ -72,7 +74,9 @@ class IngestRun(models.Model):
     here, not from a scan of the log: the health page reads only the runs active in its
     window, and pruning old log rows changes nothing here (no phantom gaps)."""
 
-    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the unique (node, boot_id) leads with it.
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="+",
+                             db_index=False)
     boot_id = models.CharField(max_length=64)
     first_seq = models.BigIntegerField()
     last_seq = models.BigIntegerField()
@@ -84,10 +88,9 @@ class IngestRun(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["node", "boot_id"], name="ingestrun_node_boot_uniq"),
         ]
-        indexes = [
-            # The health page's runs active in its window; pruning.
-            models.Index(fields=["last_received"], name="ingestrun_last_received_idx"),
-        ]
+        # No index on last_received: every flush updates it, and an indexed column makes
+        # each of those updates a new index entry in every index (ingest 0008). The health
+        # page and pruning read this table (a row per collector run) whole.
 
     def __str__(self):
         return f"{self.node_id}/{self.boot_id[:8]} #{self.first_seq}-{self.last_seq}"

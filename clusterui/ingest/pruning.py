@@ -50,9 +50,9 @@ def prune_ingest_log(now: dt.datetime | None = None, *, rows: int | None = None,
                 result.unfinished = True
                 break
             with transaction.atomic(), connection.cursor() as cur:
-                # Oldest first through the received_at index; SKIP LOCKED: two runs never
-                # wait on each other.
-                # (A run is pruned once its last batch is that old.)
+                # Oldest first through the received_at index (the runs, a row per collector
+                # run, are read whole: ingest 0008); SKIP LOCKED: two pruning passes never
+                # wait on each other. (A run is pruned once its last batch is that old.)
                 column = "last_received" if table == "ingest_ingestrun" else "received_at"
                 cur.execute(
                     f"SELECT id FROM {table} WHERE {column} < %s "
