@@ -108,6 +108,12 @@ def _deliver(pk: int, now: dt.datetime, smtp: "_Smtp") -> str:
         return _retry(email, now, count, day, f"rendering failed: {exc!r}")
     try:
         smtp.send(message)
+    except ValueError as exc:
+        # Django cannot make an address of it (``sanitize_address``): an account's or a
+        # setting's malformed address. Never sendable: failed, and the queue goes on.
+        _release(email.to, day, count)
+        return _finish(email, EmailStatus.FAILED, f"not a valid email address: {email.to}",
+                       error=repr(exc))
     except (smtplib.SMTPException, OSError) as exc:
         smtp.reset()
         if _permanent(exc):

@@ -1,12 +1,24 @@
 """Who gets a finding's email: the job's owner, and (as settings say) account managers and
 admins. One email per address, so every unsubscribe link and daily limit is personal."""
 
+import logging
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from clusterui.accounts.models import owner_of
 from clusterui.alerts.choices import RecipientRole
+
+log = logging.getLogger(__name__)
+
+# The names ``ALERT_EMAIL_PATTERN`` is filled in with: a user name as POSIX defines one (the
+# portable filename characters, no hyphen first: IEEE Std 1003.1-2017, 3.437 "User Name"),
+# and not starting or ending with a dot, so that the result is one address in the pattern's
+# domain (RFC 5322's dot-atom local part). A job's user is whatever its node reported: one
+# with "@", ",", spaces, quotes or angle brackets would make an address elsewhere, or
+# several, or none that parses.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_-])?")
 
 
 @dataclass(frozen=True)
@@ -24,27 +36,36 @@ def owner(job) -> Recipient | None:
     """The job's owner: the user whose scheduler name on the job's cluster is the job's user
     (``accounts.models.owner_of``: for an LDAP user the directory's mapping, not the login),
     at the address their preferences page shows (``address_of``), with their login; without
-    such a user, ``ALERT_EMAIL_PATTERN`` filled in with the job's user (no login); else
-    none."""
+    such a user, ``ALERT_EMAIL_PATTERN`` filled in with the job's user (no login) when it
+    is a plain user name (``pattern_address``); else none."""
     if not job.user:
         return None
     user = owner_of(job.cluster_id, job.user)
     if user is not None:
         address = address_of(user)
         return Recipient(address, RecipientRole.OWNER, user.get_username()) if address else None
-    if settings.ALERT_EMAIL_PATTERN:
-        return Recipient(normalize(settings.ALERT_EMAIL_PATTERN.format(user=job.user)),
-                         RecipientRole.OWNER)
-    return None
+    address = pattern_address(job.user)
+    return Recipient(address, RecipientRole.OWNER) if address else None
 
 
 def address_of(user) -> str | None:
     """The address alert emails for ``user`` go to (the preferences page shows it)."""
     if user.email:
         return normalize(user.email)
-    if settings.ALERT_EMAIL_PATTERN:
-        return normalize(settings.ALERT_EMAIL_PATTERN.format(user=user.get_username()))
-    return None
+    return pattern_address(user.get_username())
+
+
+def pattern_address(name: str) -> str | None:
+    """``ALERT_EMAIL_PATTERN`` filled in with ``name``; None without a pattern, or when
+    ``name`` is not a plain user name (``_PLAIN_NAME``, no ".." either): such a name gets no
+    address, and the refusal is logged."""
+    if not settings.ALERT_EMAIL_PATTERN:
+        return None
+    if not _PLAIN_NAME.fullmatch(name) or ".." in name:
+        log.warning("no alert address for user %r: ALERT_EMAIL_PATTERN is filled in only "
+                    "with a plain user name (letters, digits, '.', '_', '-')", name[:80])
+        return None
+    return normalize(settings.ALERT_EMAIL_PATTERN.format(user=name))
 
 
 def admin_addresses() -> list[str]:

@@ -45,6 +45,7 @@ def _preferences_page(request, address, offered, *, status=200, error=""):
               if address else [])
     return render(request, "alerts/preferences.html", {
         "address": address,
+        "address_pattern": bool(settings.ALERT_EMAIL_PATTERN),
         "rows": rows,
         "all_off": ALL in off,
         "job_end_every": every_job,

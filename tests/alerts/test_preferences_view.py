@@ -82,6 +82,17 @@ def test_a_user_without_an_address_is_told_so(client, db):
     assert client.post(URL, {"enabled": []}).status_code == 400
 
 
+def test_a_login_the_address_pattern_cannot_take_is_told_why(client, db, settings):
+    settings.ALERT_EMAIL_PATTERN = "{user}@hpc.example.org"
+    client.force_login(make_user("dana@example.org", email=""))
+    page = " ".join(client.get(URL).content.decode().split())
+    assert "ClusterUI has no email address for you" in page
+    assert "your login cannot be put into the site's address pattern" in page
+    # A plain login takes the pattern.
+    client.force_login(make_user("dana", email=""))
+    assert "sent to <strong>dana@hpc.example.org</strong>" in client.get(URL).content.decode()
+
+
 def test_staff_can_turn_the_digest_off(client, cast):
     client.force_login(cast["staff"])
     page = client.get(URL).content.decode()

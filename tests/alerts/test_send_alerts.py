@@ -2,6 +2,7 @@
 which email, what it says, and that a job and kind is emailed once (again on escalation)."""
 
 import re
+from collections import Counter
 from urllib.parse import urlsplit
 
 import pytest
@@ -11,7 +12,11 @@ from clusterui.alerts.choices import EmailStatus
 from clusterui.alerts.models import AlertEmail, OptOut
 from clusterui.alerts.tasks import send_alerts
 from clusterui.findings.models import Finding
-from tests.alerts.factories import make_finding, make_job, make_node
+from clusterui.ingest.validate import validate_batch
+from clusterui.ingest.writer import store_batch
+from clusterui.jobs.models import Job
+from tests.alerts.factories import make_finding, make_job, make_node, make_user
+from tests.factories import node_batch
 
 pytestmark = pytest.mark.django_db
 
@@ -178,3 +183,50 @@ def test_nothing_is_sent_when_alert_emails_are_off(smtp, settings, cast):
     finding.refresh_from_db()
     assert smtp.received == [] and finding.emailed_at is None
 
+
+
+# A job's user is whatever its node reported. Names that would make the address pattern
+# point elsewhere, at several addresses, or at none that parses.
+HOSTILE_USERS = ["mallory@evil.example", "bob,mallory@evil.example", "bob mallory",
+                 "<mallory@evil.example>", '"bob"@evil.example', "bob.", ".bob", "b..ob",
+                 "-bob", "bob\r\nBcc: mallory@evil.example", "bob;mallory@evil.example"]
+
+
+def test_only_a_plain_user_name_reported_by_a_node_fills_in_the_address_pattern(smtp,
+                                                                                settings):
+    settings.ALERT_EMAIL_PATTERN = "{user}@hpc.example.org"
+    settings.ALERT_NOTIFY_ADMINS = True
+    settings.ADMINS = [("Ops", "ops@example.org")]
+    settings.ALERT_DAILY_LIMIT = 100  # the admins get every one of these findings
+    for i, user in enumerate([*HOSTILE_USERS, "bob.smith", "_svc-train1"]):
+        envelope = node_batch(node=f"gpu-u{i:02d}", job=f"77{i:02d}")
+        envelope["jobs"][0]["user"] = user
+        batch = validate_batch(envelope)
+        assert not batch.rejected_total, batch.rejected  # stored as reported
+        store_batch(batch)
+        make_finding(Job.objects.get(external_id=f"77{i:02d}"))
+
+    send_alerts()
+
+    to = Counter(m.envelope_to[0] for m in smtp.received)
+    assert all(len(m.envelope_to) == 1 for m in smtp.received)
+    # Every finding reached the admins; the owners' addresses only the two plain names'.
+    assert to == {"ops@example.org": len(HOSTILE_USERS) + 2, "bob.smith@hpc.example.org": 1,
+                  "_svc-train1@hpc.example.org": 1}
+
+
+def test_an_address_that_cannot_be_sent_to_fails_alone(smtp, settings):
+    # An account's address as an administrator typed it into the database: no form checked it.
+    make_user("carl", email="carl@@example.org")
+    make_finding(make_job("carl"))
+    make_finding(make_job("bob"))
+    settings.ALERT_EMAIL_PATTERN = "{user}@hpc.example.org"
+
+    send_alerts()
+
+    assert [m.envelope_to for m in smtp.received] == [["bob@hpc.example.org"]]
+    failed = AlertEmail.objects.get(to="carl@@example.org")
+    assert failed.status == EmailStatus.FAILED
+    assert failed.status_detail == "not a valid email address: carl@@example.org"
+    send_alerts()  # not tried again
+    assert smtp.count() == 1
