@@ -45,7 +45,13 @@ def owner(job) -> Recipient | None:
         address = address_of(user)
         return Recipient(address, RecipientRole.OWNER, user.get_username()) if address else None
     address = pattern_address(job.user)
-    return Recipient(address, RecipientRole.OWNER) if address else None
+    if address is None:
+        if settings.ALERT_EMAIL_PATTERN:  # a name a node reported that the pattern refuses
+            log.warning("no alert address for job user %r: ALERT_EMAIL_PATTERN is filled in "
+                        "only with a plain user name (letters, digits, '.', '_', '-')",
+                        job.user[:80])
+        return None
+    return Recipient(address, RecipientRole.OWNER)
 
 
 def address_of(user) -> str | None:
@@ -57,13 +63,9 @@ def address_of(user) -> str | None:
 
 def pattern_address(name: str) -> str | None:
     """``ALERT_EMAIL_PATTERN`` filled in with ``name``; None without a pattern, or when
-    ``name`` is not a plain user name (``_PLAIN_NAME``, no ".." either): such a name gets no
-    address, and the refusal is logged."""
-    if not settings.ALERT_EMAIL_PATTERN:
-        return None
-    if not _PLAIN_NAME.fullmatch(name) or ".." in name:
-        log.warning("no alert address for user %r: ALERT_EMAIL_PATTERN is filled in only "
-                    "with a plain user name (letters, digits, '.', '_', '-')", name[:80])
+    ``name`` is not a plain user name (``_PLAIN_NAME``, no ".." either). Silent: the
+    preferences page and the mailbox ask for every view (``owner`` logs a job's refusal)."""
+    if not settings.ALERT_EMAIL_PATTERN or not _PLAIN_NAME.fullmatch(name) or ".." in name:
         return None
     return normalize(settings.ALERT_EMAIL_PATTERN.format(user=name))
 

@@ -184,7 +184,6 @@ def test_nothing_is_sent_when_alert_emails_are_off(smtp, settings, cast):
     assert smtp.received == [] and finding.emailed_at is None
 
 
-
 # A job's user is whatever its node reported. Names that would make the address pattern
 # point elsewhere, at several addresses, or at none that parses.
 HOSTILE_USERS = ["mallory@evil.example", "bob,mallory@evil.example", "bob mallory",
