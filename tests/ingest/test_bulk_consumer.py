@@ -44,18 +44,38 @@ def drain(c: Consumer) -> None:
         pass
 
 
-def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples):
+def backends() -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return cur.fetchone()[0]
+
+
+# A flush larger than max_rows is stored as several transactions, by a storing thread while
+# the next group is validated: the same outcome is asked of both ways. A node batch of two
+# samples is 20 rows (16 GPU, 2 NIC, 2 job rows): 60 makes groups of three batches.
+GROUPS = pytest.mark.parametrize("max_rows", [50_000, 60],
+                                 ids=["one transaction", "groups stored by a thread"])
+
+
+@GROUPS
+def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples, max_rows):
     batches = [node_batch(node=f"gpu-b{n:02d}", seq=s, samples=2, start=START + s * 20)
                for s in range(1, 6) for n in range(8)]
     publish(*batches)
     publish(*batches[:5])  # redelivered copies, in the same flush
-    c = consumer(broker, max_messages=500)
+    c = consumer(broker, max_messages=500, max_rows=max_rows)
     items = c.queue.take(500, block_s=0)
     assert len(items) == 45
+    before = backends()
     result = c.flush(items)
     c.queue.ack()
     assert (result.stored, result.duplicates, result.refused) == (40, 5, 0)
+    assert result.gpu_samples == 40 * 16
     assert gpu_rows() == (40 * 16, 40 * 16)
+    assert backends() == before  # the storing thread's connection is closed with the flush
+    with connection.cursor() as cur:  # one transaction per group
+        cur.execute("SELECT count(DISTINCT xmin::text) FROM ingest_ingestbatch")
+        assert cur.fetchone()[0] == (1 if max_rows == 50_000 else 14)
     assert gc.isenabled()  # held off only while the flush decodes
     assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
     # Each node's batches got ascending ids in sequence order: the queue's order is kept.
@@ -144,7 +164,8 @@ def test_sealed_batches_are_verified_over_their_bytes_and_a_forged_one_alone_is_
     assert c.totals.refused == 1 and c.totals.dead_lettered == 0
 
 
-def test_a_batch_the_database_refuses_is_dead_lettered_alone(broker, clean_samples):
+@GROUPS
+def test_a_batch_the_database_refuses_is_dead_lettered_alone(broker, clean_samples, max_rows):
     """A batch that passes validation but that PostgreSQL refuses (here a trigger stands for
     any constraint) fails its flush; the flush is retried batch by batch, so only it is set
     aside."""
@@ -161,7 +182,7 @@ def test_a_batch_the_database_refuses_is_dead_lettered_alone(broker, clean_sampl
     try:
         publish(*[node_batch(node=name, samples=2, start=START)
                   for name in ("gpu-p1", "gpu-poison", "gpu-p2", "gpu-p3")])
-        c = consumer(broker)
+        c = consumer(broker, max_rows=max_rows)
         drain(c)
     finally:
         with connection.cursor() as cur:
@@ -232,8 +253,9 @@ def test_a_take_is_bounded_by_size_as_well_as_count(broker, clean_samples):
     assert len(tiny.take(100, block_s=0)) == 1
 
 
+@GROUPS
 def test_any_exception_while_storing_sets_aside_that_batch_alone(broker, clean_samples,
-                                                                 monkeypatch):
+                                                                 monkeypatch, max_rows):
     """Not only database errors: a value the writer cannot encode (the tester's
     throttle_reasons = 2**63 made COPY raise OverflowError) fails its flush inside the
     transaction; the flush is retried batch by batch and only that batch is dead-lettered."""
@@ -249,7 +271,7 @@ def test_any_exception_while_storing_sets_aside_that_batch_alone(broker, clean_s
     monkeypatch.setattr(writer, "_insert_events", _insert_events)
     publish(*[node_batch(node=name, samples=2, start=START)
               for name in ("gpu-o1", "gpu-o2", "gpu-overflow", "gpu-o3")])
-    c = consumer(broker)
+    c = consumer(broker, max_rows=max_rows)
     drain(c)
     assert sorted(IngestBatch.objects.values_list("node__name", flat=True)) == [
         "gpu-o1", "gpu-o2", "gpu-o3"]
