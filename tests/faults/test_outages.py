@@ -57,7 +57,11 @@ def test_redis_down_for_two_minutes(clean_samples, tmp_path):
 def test_postgres_down_for_two_minutes(broker, broker_url, clean_samples, tmp_path):
     pg = PrivatePostgres(tmp_path / "pg").init()
     pg.migrate()
-    worker = Worker(broker_url, kind="bulk", extra_env={"DATABASE_URL": pg.url}).start()
+    # Transactions of at most 100 rows (a node batch here is 8 GPUs x a few samples): the
+    # backlog after the outage is flushed in several, by the consumer's storing thread, on a
+    # connection opened after the restart.
+    worker = Worker(broker_url, kind="bulk", extra_env={
+        "DATABASE_URL": pg.url, "INGEST_BULK_MAX_ROWS": "100"}).start()
     watch = QueueWatch(broker_url)
     feed = SimFeed(tmp_path, broker_url)
     try:
