@@ -9,11 +9,16 @@ renders what it fetched, and the server renders the same report for its job-end 
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 SPARK = "▁▂▃▄▅▆▇█"
 SPARK_ASCII = "_.-=+*#@"
 WIDTH = 60
 RULE = "=" * 80
+# What a terminal or a text email acts on instead of showing: C0 and C1 controls (newlines,
+# escape sequences), line and paragraph separators, and the bidirectional overrides and
+# isolates that reorder the text after them (CVE-2021-42574, "Trojan Source").
+_NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
 SOURCES = {"sm_active": "SM activity (GPM)", "nvml_util": "GPU utilization (NVML)",
            "mixed": "busy (SM activity where reported, else NVML)"}
 
@@ -74,8 +79,18 @@ def _bar(value, width: int = 40) -> str:
     return "[" + "|" * filled + " " * (width - filled) + "]"
 
 
+def one_line(value) -> str:
+    """A name a node reported (a job's name, user, account, ...) as one line of plain text:
+    each run of characters a terminal or a text email would act on becomes one space, so
+    that a job named "x\\nACTION REQUIRED: ..." or carrying escape sequences cannot write
+    lines or colours of its own into the report or an email."""
+    return _NOT_SHOWN.sub(" ", str(value))
+
+
 def render(report: dict, *, width: int = WIDTH, ascii_only: bool = False) -> str:
     job, metrics = report["job"], report["metrics"]
+    job = {**job, **{k: one_line(job[k]) for k in ("external_id", "cluster", "user", "account",
+                                                    "name", "partition") if job.get(k)}}
     eff = job["efficiency"]
     nodes = sorted({g["node"] for g in job["gpus"]})
     lines = [RULE, "ClusterUI job report".center(80).rstrip(), RULE]
@@ -124,13 +139,14 @@ def render(report: dict, *, width: int = WIDTH, ascii_only: bool = False) -> str
     for node in nodes:
         n = per_node.get(node)
         if n:
-            lines.append(f"  {node}: {n['gpus']} GPUs, efficiency {pct(n['efficiency_pct'])}, "
+            lines.append(f"  {one_line(node)}: {n['gpus']} GPUs, "
+                         f"efficiency {pct(n['efficiency_pct'])}, "
                          f"NVML utilization {pct(n['nvml_util_mean_pct'])}, "
                          f"memory high-water {mib(n['mem_peak_mib'])}, "
                          f"energy {energy(n['energy_j'])}, "
                          f"{hours(n['gpu_hours_wasted'])} GPU-hours wasted")
         else:
-            lines.append(f"  {node}")
+            lines.append(f"  {one_line(node)}")
         for gpu in (g for g in job["gpus"] if g["node"] == node):
             lines += _gpu_lines(gpu, per_gpu.get(gpu["uuid"]), series, width, ascii_only)
     scale = SPARK_ASCII if ascii_only else SPARK
@@ -175,7 +191,7 @@ def _cores(eff: dict) -> str:
 
 def _gpu_lines(gpu: dict, figures: dict | None, series: dict, width: int,
                ascii_only: bool) -> list[str]:
-    head = f"    GPU {gpu['index']} ({gpu['uuid']}, {gpu['model']})"
+    head = f"    GPU {gpu['index']} ({one_line(gpu['uuid'])}, {one_line(gpu['model'])})"
     if not figures or figures.get("mean") is None:
         out = [f"{head}: no samples"]
     else:

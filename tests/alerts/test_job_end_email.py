@@ -6,6 +6,7 @@ pass (``close_stale_jobs`` ends them, as the beat does); the report the email mu
 fetched from the real API views and printed by the command's own code."""
 
 import datetime as dt
+import re
 import time
 from urllib.parse import urlsplit
 
@@ -21,6 +22,7 @@ from clusterui.findings.runner import run_pass
 from clusterui.ingest import inventory_cache
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch
+from clusterui.jobs.models import Job as JobRow
 from clusterui.jobs.tasks import close_stale_jobs
 from collectors.client import jobstats
 from tests.findings.batches import Job, Node, span, steady_batch
@@ -195,3 +197,24 @@ def test_a_failed_send_is_retried_and_sent_once(smtp, cast):
     send_alerts()
     assert len(job_end_mails(smtp)) == 1
     assert AlertEmail.objects.get(pk=email.pk).attempts == 2
+
+
+def test_a_node_reported_job_name_is_one_plain_line_of_the_report_and_the_email(smtp, cast):
+    """A name as a node may report it (validation keeps free text as it is): the report
+    `clusterui jobstats` prints in a terminal and the email carries shows it on one line,
+    without escape sequences or bidirectional overrides."""
+    finalized_job("9106")
+    forged = "train\nACTION REQUIRED: sign in at http://evil.example\x1b]0;owned\x07 \u202eevil"
+    JobRow.objects.filter(external_id="9106").update(name=forged)
+
+    printed = jobstats_lines(cast["owner"], "9106")
+    assert "      Job Name: train ACTION REQUIRED: sign in at http://evil.example ]0;owned " \
+           "  evil" in printed
+    assert not any(line.startswith("ACTION REQUIRED") for line in printed)
+    send_alerts()
+    [mail] = job_end_mails(smtp)
+    assert contains_block(mail.text, printed), mail.text
+    assert not any(line.startswith("ACTION REQUIRED") for line in mail.text.splitlines())
+    for part in (mail.text, mail.html):
+        assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]",
+                             part)

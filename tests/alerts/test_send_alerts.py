@@ -229,3 +229,37 @@ def test_an_address_that_cannot_be_sent_to_fails_alone(smtp, settings):
     assert failed.status_detail == "not a valid email address: carl@@example.org"
     send_alerts()  # not tried again
     assert smtp.count() == 1
+
+
+# A job name and account as a node may report them: validation stores them as they are (a
+# name is free text), so the text email must not let them write lines, colours or reordered
+# text of their own into what ClusterUI says.
+FORGED_NAME = ("train\nACTION REQUIRED: your account is locked, sign in at "
+               "http://evil.example\r\n\x1b[8mhidden\x1b[0m \u202eevil\u202c\u2028end")
+FORGED_ACCOUNT = "nlp\nBcc-me: mallory"
+
+
+def test_a_node_reported_name_stays_on_its_own_line_of_the_text_email(smtp, cast):
+    envelope = node_batch(node="gpu-n01", job="7801")
+    envelope["jobs"][0].update(name=FORGED_NAME, account=FORGED_ACCOUNT, user="alice")
+    batch = validate_batch(envelope)
+    assert not batch.rejected_total, batch.rejected
+    store_batch(batch)
+    job = Job.objects.get(external_id="7801")
+    assert job.name == FORGED_NAME  # kept as reported: the page shows it escaped
+    make_finding(job)
+
+    assert send_alerts()["sent"] == 1
+    [mail] = smtp.received
+    text = mail.text
+    lines = text.splitlines()
+    assert not any(line.startswith(("ACTION REQUIRED", "Bcc-me", "end")) for line in lines)
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]",
+                         text)
+    assert ('Job:        7801 "train ACTION REQUIRED: your account is locked, sign in at '
+            'http://evil.example [8mhidden [0m  evil end" (Slurm, cluster test)') in lines
+    assert "User:       alice · account nlp Bcc-me: mallory · partition gpu" in lines
+    # The subject was already folded to one line; the HTML part escapes the name.
+    assert "\n" not in mail.subject and "ACTION REQUIRED" in mail.subject
+    assert "ACTION REQUIRED" in mail.html
+    assert not re.search("[\x1b\u202a-\u202e\u2066-\u2069]", mail.html)

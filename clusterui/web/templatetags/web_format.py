@@ -8,8 +8,18 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from clusterui.web.colors import text_on, viridis
+from collectors.client.report import one_line
 
 register = template.Library()
+
+
+@register.filter
+def oneline(value) -> str:
+    """A name a node reported, in an email: on one line, without control characters, escape
+    sequences or bidirectional overrides (``collectors.client.report.one_line``). In the
+    HTML part autoescaping still applies after it; it is there for the overrides, which
+    reorder the rest of a line in HTML as in text."""
+    return "" if value is None else one_line(value)
 
 
 @register.simple_tag
