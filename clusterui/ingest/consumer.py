@@ -24,7 +24,7 @@ import logging
 import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import redis
 from django.conf import settings
@@ -51,6 +51,10 @@ class FlushResult:
     refused: int = 0
     dead_lettered: int = 0
     gpu_samples: int = 0
+
+    def add(self, other: "FlushResult") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 @dataclass
@@ -116,9 +120,7 @@ class _Groups:
                 self.thread.submit(lambda: connection.close()).result()  # its own
             finally:
                 self.thread.shutdown()
-                for name in ("stored", "duplicates", "dead_lettered", "gpu_samples"):
-                    setattr(self.result, name, getattr(self.result, name)
-                            + getattr(self.thread_result, name))
+                self.result.add(self.thread_result)
         if failure is not None:
             raise failure
 
@@ -288,9 +290,7 @@ class Consumer:
         groups.finish()
 
     def _count(self, result: FlushResult) -> None:
-        for name in ("messages", "stored", "duplicates", "refused", "dead_lettered",
-                     "gpu_samples"):
-            setattr(self.totals, name, getattr(self.totals, name) + getattr(result, name))
+        self.totals.add(result)
 
     def _validate(self, raws: list[bytes], result: FlushResult) -> list[_Item]:
         items = []

@@ -259,7 +259,8 @@ def test_a_node_reported_name_stays_on_its_own_line_of_the_text_email(smtp, cast
     assert ('Job:        7801 "train ACTION REQUIRED: your account is locked, sign in at '
             'http://evil.example [8mhidden [0m  evil end" (Slurm, cluster test)') in lines
     assert "User:       alice · account nlp Bcc-me: mallory · partition gpu" in lines
-    # The subject was already folded to one line; the HTML part escapes the name.
+    # The subject was already folded to one line; the HTML part shows the name without
+    # the escape sequences and overrides.
     assert "\n" not in mail.subject and "ACTION REQUIRED" in mail.subject
     assert "ACTION REQUIRED" in mail.html
     assert not re.search("[\x1b\u202a-\u202e\u2066-\u2069]", mail.html)

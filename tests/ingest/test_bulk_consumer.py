@@ -73,7 +73,8 @@ def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples, m
     assert result.gpu_samples == 40 * 16
     assert gpu_rows() == (40 * 16, 40 * 16)
     assert backends() == before  # the storing thread's connection is closed with the flush
-    with connection.cursor() as cur:  # one transaction per group
+    # One transaction per group: the 40 new batches in groups of three are 14.
+    with connection.cursor() as cur:
         cur.execute("SELECT count(DISTINCT xmin::text) FROM ingest_ingestbatch")
         assert cur.fetchone()[0] == (1 if max_rows == 50_000 else 14)
     assert gc.isenabled()  # held off only while the flush decodes
