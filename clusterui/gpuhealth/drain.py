@@ -1,7 +1,9 @@
 """The drain list: ``scontrol`` lines, ready to copy, for the nodes where drain is
 suggested. Node names come from collectors and reasons are ours: both are quoted for a
 POSIX shell (``shlex.quote``), so a hostile name cannot run anything when pasted; the page
-escapes them again for HTML."""
+escapes them again for HTML. A name that is not printable (controls, bidirectional overrides,
+zero-width characters: none is a name Slurm accepts) gets no command: shown, the line would
+read otherwise than it runs."""
 
 import shlex
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ class DrainLine:
     cluster: str
     node: str
     reason: str
-    command: str
+    command: str  # "" where the node's name is not printable
 
 
 def short_reason(health) -> str:
@@ -44,5 +46,6 @@ def drain_lines(cluster: str = "") -> list[DrainLine]:
     lines = []
     for node_id, cluster, name in sorted(nodes, key=lambda r: (r[1], r[2])):
         reason = short_reason(health[node_id])
-        lines.append(DrainLine(node_id, cluster, name, reason, scontrol_line(name, reason)))
+        command = scontrol_line(name, reason) if name.isprintable() else ""
+        lines.append(DrainLine(node_id, cluster, name, reason, command))
     return lines

@@ -17,7 +17,7 @@ def drain_list(request):
     cluster = cluster_choice.known(request)
     lines = drain_lines(cluster)
     scripts: dict[str, list[str]] = {}
-    for line in lines:
+    for line in filter(lambda line: line.command, lines):
         scripts.setdefault(line.cluster, []).append(line.command)
     return render(request, "gpuhealth/drain.html", {
         "lines": lines,

@@ -84,6 +84,24 @@ def test_the_drain_list_is_for_staff_and_quotes_names_and_reasons(client_for, no
     assert "gpu-a001" not in raw and "gpu-a002" not in raw
 
 
+def test_a_node_whose_name_is_not_printable_gets_no_command(client_for, nodes):
+    """A name with a right-to-left override would show a command that reads otherwise than
+    it runs (no Slurm node has such a name): the row says so, and the cluster's block of
+    commands holds only the printable names'."""
+    now = timezone.now()
+    spoof = Node.objects.create(cluster=f.cluster("test"), name="gpu-a009\u202e1000a-upg",
+                                first_seen=now, last_seen=now)
+    gpu = Gpu.objects.create(node=spoof, uuid="GPU-spoof-0", index=0, first_seen=now,
+                             last_seen=now)
+    health(gpu, remap_pending=False, remap_failure=True)
+    raw = client_for("staff").get("/nodes/drain/").content.decode()
+    assert "\u202e" not in raw
+    script = unescape(raw.split('id="drain-commands">')[1].split("</pre>")[0])
+    assert [shlex.split(x)[2] for x in script.splitlines()] == [f"nodename={HOSTILE}"]
+    row = raw.split(">gpu-a009 1000a-upg</a>")[1].split("</tr>")[0]
+    assert "<code>" not in row and "no Slurm node name has" in row
+
+
 def test_a_reason_is_one_printable_line_and_a_plain_name_stays_plain():
     line = scontrol_line("gpu-a001", "GPU 0: row remapping failed (replace)")
     assert line == ("scontrol update nodename=gpu-a001 state=drain "

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import re
 from functools import cached_property
 
 import numpy as np
@@ -100,5 +101,17 @@ class Chart:
         return self.figure[key]
 
 
+# The characters ``collectors.client.report.one_line`` keeps out of a name a node reported
+# (controls, line separators, bidirectional overrides and isolates), raw or as the JSON
+# escape Plotly's encoder writes, each run as one space: a chart labels nodes, NICs, jobs and
+# users by those names, in legends, ticks, hover text and annotations, and shows them as the
+# pages' ``oneline`` filter does, whichever label they came in by. An escape counts only
+# after an even run of backslashes (``\\u2028`` is a backslash and "u2028").
+_NOT_SHOWN = re.compile(
+    r"(?<!\\)((?:\\\\)*)"
+    r"(?:\\u(?:00[01][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|202[89a-eA-E]|206[6-9])"
+    "|[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069])+")
+
+
 def to_json(fig) -> Chart:
-    return Chart(fig.to_json(validate=False))
+    return Chart(_NOT_SHOWN.sub(r"\1 ", fig.to_json(validate=False)))

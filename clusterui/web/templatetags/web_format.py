@@ -15,10 +15,12 @@ register = template.Library()
 
 @register.filter
 def oneline(value) -> str:
-    """A name a node reported, in an email: on one line, without control characters, escape
-    sequences or bidirectional overrides (``collectors.client.report.one_line``). In the
-    HTML part autoescaping still applies after it; it is there for the overrides, which
-    reorder the rest of a line in HTML as in text."""
+    """A name a node reported (a job's name, user, account, partition; a node's, GPU's or
+    NIC's name; a finding's text, which quotes them), on a page or in an email: on one line,
+    without control characters, escape sequences or bidirectional overrides
+    (``collectors.client.report.one_line``). In HTML autoescaping still applies after it; it
+    is there for the overrides, which reorder the rest of a line in HTML as in text, and
+    make a name read as another ("\u202egnp.exe" reads "exe.png")."""
     return "" if value is None else one_line(value)
 
 
@@ -228,17 +230,18 @@ def _value(key: str, value):
             items = [_item(v) for v in value[:LIST_SHOWN]]
             if len(value) > LIST_SHOWN:
                 items.append(f"and {len(value) - LIST_SHOWN} more")
-            return items
-        return ", ".join(str(v) for v in value)
+            return [one_line(item) for item in items]
+        return one_line(", ".join(str(v) for v in value))
     if isinstance(value, dict):
-        return _item(value)
-    return str(value)
+        return one_line(_item(value))
+    return one_line(value)
 
 
 @register.filter
 def evidence_items(evidence) -> list[tuple[str, object]]:
     """A finding's evidence as (label, value) pairs in the detector's order; a value is a
-    formatted string, or a list of them for a list of GPUs or events."""
+    formatted string, or a list of them for a list of GPUs or events. Evidence names nodes,
+    NICs and jobs as they reported themselves: each value is on one line (``oneline``)."""
     if not isinstance(evidence, dict):
         return []
     return [(_label(k), _value(k, v)) for k, v in evidence.items()]
