@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from clusterui.findings.models import Finding
 from clusterui.gpuhealth.models import GpuHealth
+from clusterui.ingest.models import RejectedBatch
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch
 from clusterui.inventory.models import Gpu, Nic, Node
@@ -37,7 +38,7 @@ def forged(word: str) -> str:
 
 NAMES = {"job": forged("trainjob"), "user": forged("mallory"), "account": forged("acctnlp"),
          "partition": forged("partgpu"), "node": forged("gpunode"), "model": forged("modelh100"),
-         "nic": forged("mlxport")}
+         "nic": forged("mlxport"), "cluster": forged("clustera")}
 
 # A character that must not reach the page, raw or as a JSON escape in a chart's data.
 NOT_SHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
@@ -47,7 +48,9 @@ ESCAPED = re.compile(r"\\u(00[01][0-9a-f]|007f|00[89][0-9a-f]|202[89a-e]|206[6-9
 
 @pytest.fixture
 def forged_cluster(users):
-    envelope = node_batch(node=NAMES["node"], job="7801", samples=6)
+    # Where a cluster has no ingest key, its batches are unsigned: the cluster's name is
+    # whatever the first batch said.
+    envelope = node_batch(node=NAMES["node"], job="7801", samples=6, cluster=NAMES["cluster"])
     for gpu in envelope["gpus"]:
         gpu["model"] = NAMES["model"]
     envelope["nics"][0]["name"] = NAMES["nic"]
@@ -71,6 +74,10 @@ def forged_cluster(users):
               title=f"Fabric link down on {node.name}")
     f.job(NAMES["user"], account=NAMES["account"], name=NAMES["job"],
           efficiency={"allocated": 8, "used": 1})
+    # A batch refused whole keeps the names it claimed: anyone who can reach the queue
+    # writes these, signed or not.
+    RejectedBatch.objects.create(cluster=NAMES["cluster"], node=NAMES["node"],
+                                 reason="unknown schema 7")
     GpuHealth.objects.create(gpu=gpus[0], ts=now, changed_at=now, remap_pending=True,
                              remap_failure=False)  # on the drain list
     return {"node": node, "job": job, "gpu": gpus[0]}
@@ -108,14 +115,17 @@ def test_no_page_shows_a_node_reported_name_with_its_overrides_or_controls(forge
     for page, url in pages(forged_cluster).items():
         response = client.get(url)
         assert response.status_code == 200, (page, response.status_code)
-        html = response.content.decode()
+        # A form's values stay as stored (choosing that cluster must match it); they are
+        # not shown. Everything shown is checked.
+        html = re.sub(r'value="[^"]*"', 'value=""', response.content.decode())
         for found in (*NOT_SHOWN.finditer(html), *ESCAPED.finditer(html)):
             seen.append(f"{page}: {found.group()!r} in "
                         f"{html[found.start() - 60:found.end() + 10]!r}")
         shown[page] = {what for what, name in NAMES.items() if name[:6] in html}
     assert not seen, "\n".join(seen)
     # The names are still there to read, on the pages that show them.
-    assert {"job", "user", "account", "partition", "node", "model"} <= shown["job"]
+    assert {"job", "user", "account", "partition", "node", "model", "cluster"} <= shown["job"]
+    assert "cluster" in shown["overview"]  # in the cluster selector (two clusters)
     assert {"node", "model", "nic"} <= shown["node"]
     assert {"node", "model", "job", "user"} <= shown["GPU"]
     assert {"job", "user", "account"} <= shown["jobs"]
@@ -123,6 +133,7 @@ def test_no_page_shows_a_node_reported_name_with_its_overrides_or_controls(forge
     assert "user" in shown["users"] and "account" in shown["accounts"]
     assert "node" in shown["findings"] and "node" in shown["nodes"]
     assert "node" in shown["drain list"]
+    assert {"node", "cluster"} <= shown["ingest health"]
 
 
 def test_a_chart_labels_a_node_reported_name_as_the_page_does(forged_cluster, client_for):
