@@ -14,7 +14,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from clusterui.findings.models import Finding
+from clusterui.findings.models import Finding, JobEfficiency
 from clusterui.gpuhealth.models import GpuHealth
 from clusterui.ingest.models import RejectedBatch
 from clusterui.ingest.validate import validate_batch
@@ -38,7 +38,8 @@ def forged(word: str) -> str:
 
 NAMES = {"job": forged("trainjob"), "user": forged("mallory"), "account": forged("acctnlp"),
          "partition": forged("partgpu"), "node": forged("gpunode"), "model": forged("modelh100"),
-         "nic": forged("mlxport"), "cluster": forged("clustera")}
+         "nic": forged("mlxport"), "cluster": forged("clustera"),
+         "namespace": forged("nsteam"), "owner": forged("ownerjob")}
 
 # A character that must not reach the page, raw or as a JSON escape in a chart's data.
 NOT_SHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
@@ -74,18 +75,26 @@ def forged_cluster(users):
               title=f"Fabric link down on {node.name}")
     f.job(NAMES["user"], account=NAMES["account"], name=NAMES["job"],
           efficiency={"allocated": 8, "used": 1})
+    pod = Job.objects.create(
+        cluster=job.cluster, scheduler="kubernetes", external_id="pod-7801", user="",
+        namespace=NAMES["namespace"], owner_kind="Job", owner_name=NAMES["owner"],
+        name="trainer-0", state="running", started_at=now - dt.timedelta(hours=1),
+        first_seen=now - dt.timedelta(hours=1), last_seen=now)
+    JobEfficiency.objects.create(job=pod, computed_at=now, window_start=pod.started_at,
+                                 window_end=now, gpus=1, gpu_hours_allocated=1.0,
+                                 gpu_hours_used=0.5, gpu_hours_wasted=0.5, util_source="util")
     # A batch refused whole keeps the names it claimed: anyone who can reach the queue
     # writes these, signed or not.
     RejectedBatch.objects.create(cluster=NAMES["cluster"], node=NAMES["node"],
                                  reason="unknown schema 7")
     GpuHealth.objects.create(gpu=gpus[0], ts=now, changed_at=now, remap_pending=True,
                              remap_failure=False)  # on the drain list
-    return {"node": node, "job": job, "gpu": gpus[0]}
+    return {"node": node, "job": job, "gpu": gpus[0], "pod": pod}
 
 
 def pages(forged_cluster) -> dict[str, str]:
     node, job, gpu = forged_cluster["node"], forged_cluster["job"], forged_cluster["gpu"]
-    other = Job.objects.exclude(pk=job.pk).get()
+    other = Job.objects.exclude(pk=job.pk).get(scheduler="slurm")
     return {
         "overview": reverse("home"),
         "nodes": reverse("nodes"),
@@ -103,6 +112,7 @@ def pages(forged_cluster) -> dict[str, str]:
         "ingest health": reverse("ingest-health"),
         "drain list": reverse("drain-list"),
         "namespaces": reverse("namespaces"),
+        "pod": reverse("job-detail", args=[forged_cluster["pod"].pk]),
     }
 
 
@@ -134,6 +144,8 @@ def test_no_page_shows_a_node_reported_name_with_its_overrides_or_controls(forge
     assert "node" in shown["findings"] and "node" in shown["nodes"]
     assert "node" in shown["drain list"]
     assert {"node", "cluster"} <= shown["ingest health"]
+    assert "namespace" in shown["namespaces"] and {"namespace", "owner"} <= shown["pod"]
+    assert {"namespace", "owner"} <= shown["jobs"]
 
 
 def test_a_chart_labels_a_node_reported_name_as_the_page_does(forged_cluster, client_for):
