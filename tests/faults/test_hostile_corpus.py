@@ -4,7 +4,8 @@ bulk consumer process (``manage.py ingest_worker``, signatures required) reads t
 
 What must hold: the consumer never crashes; every good batch, and every good row around a
 bad one, is stored; every refusal (an item, a whole batch, a message set aside) is visible
-with its reason on the ingest health page. The counts are written to
+with its reason on the ingest health page; a job name with a right-to-left override is
+stored as sent and shown without it. The counts are written to
 ``test-output/faults/hostile-corpus.json``.
 """
 
@@ -24,6 +25,7 @@ from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch
 from clusterui.inventory.models import Gpu
 from clusterui.jobs.models import Job
+from collectors.client.report import one_line
 from tests.faults import hostile
 from tests.services import OUTPUT, wait_for
 
@@ -177,6 +179,14 @@ def test_no_input_stops_ingest_or_loses_the_good_data_around_it(broker, make_wor
     if missing:
         problems.append(f"{len(missing)} refusal reasons not on the health page: "
                         f"{missing[:10]}")
+
+    # A job name with a right-to-left override came through the queue as sent; its page
+    # and the jobs list show it on one line, without the override (docs/web-ui.md).
+    rtl = Job.objects.get(name__contains="\u202e")
+    for url in (f"/jobs/{rtl.pk}/", "/jobs/?state=running"):
+        shown = client.get(url).content.decode()
+        if "\u202e" in shown or one_line(rtl.name) not in html.unescape(shown):
+            problems.append(f"{url}: the job's name is not shown as {one_line(rtl.name)!r}")
 
     figures = {
         "cases": len(cases), "by_class": dict(Counter(c.kind for c in cases)),
