@@ -17,8 +17,9 @@ def drain_list(request):
     cluster = cluster_choice.known(request)
     lines = drain_lines(cluster)
     scripts: dict[str, list[str]] = {}
-    for line in filter(lambda line: line.command, lines):
-        scripts.setdefault(line.cluster, []).append(line.command)
+    for line in lines:
+        if line.command:  # none for a name that is not printable (drain.py)
+            scripts.setdefault(line.cluster, []).append(line.command)
     return render(request, "gpuhealth/drain.html", {
         "lines": lines,
         "cluster": cluster,

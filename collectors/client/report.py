@@ -18,7 +18,8 @@ RULE = "=" * 80
 # What a terminal or a text email acts on instead of showing: C0 and C1 controls (newlines,
 # escape sequences), line and paragraph separators, and the bidirectional overrides and
 # isolates that reorder the text after them (CVE-2021-42574, "Trojan Source").
-_NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
+NOT_SHOWN_CLASS = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+_NOT_SHOWN = re.compile(NOT_SHOWN_CLASS + "+")
 SOURCES = {"sm_active": "SM activity (GPM)", "nvml_util": "GPU utilization (NVML)",
            "mixed": "busy (SM activity where reported, else NVML)"}
 

@@ -9,6 +9,7 @@ import numpy as np
 from django.utils import timezone
 
 from clusterui.telemetry.series import MAX_POINTS
+from collectors.client.report import NOT_SHOWN_CLASS
 
 # Okabe-Ito, colour-blind safe; its yellow is replaced by a dark grey that reads on white.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#555555",
@@ -102,15 +103,16 @@ class Chart:
 
 
 # The characters ``collectors.client.report.one_line`` keeps out of a name a node reported
-# (controls, line separators, bidirectional overrides and isolates), raw or as the JSON
-# escape Plotly's encoder writes, each run as one space: a chart labels nodes, NICs, jobs and
-# users by those names, in legends, ticks, hover text and annotations, and shows them as the
-# pages' ``oneline`` filter does, whichever label they came in by. An escape counts only
-# after an even run of backslashes (``\\u2028`` is a backslash and "u2028").
+# (``NOT_SHOWN_CLASS``: controls, line separators, bidirectional overrides and isolates),
+# raw or as the JSON escape Plotly's encoder writes (the same set, spelt as escapes), each
+# run as one space: a chart labels nodes, NICs, jobs and users by those names, in legends,
+# ticks, hover text and annotations, and shows them as the pages' ``oneline`` filter does,
+# whichever label they came in by. An escape counts only after an even run of backslashes
+# (``\\u2028`` is a backslash and "u2028").
 _NOT_SHOWN = re.compile(
     r"(?<!\\)((?:\\\\)*)"
     r"(?:\\u(?:00[01][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|202[89a-eA-E]|206[6-9])"
-    "|[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069])+")
+    "|" + NOT_SHOWN_CLASS + ")+")
 
 
 def to_json(fig) -> Chart:
