@@ -23,9 +23,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BASE_DB = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/clusterui")
 SCENARIO_DB = "clusterui_bench_scenarios"
-# Arguments a benchmark takes under ``make bench``: the steady-state ingest run alternates
-# with the tree issue 17 was filed on and prints the ratio of their rates.
-ARGUMENTS = {"ingest_steady": ["--against"]}  # its ISSUE_TREE
+# The runs of a benchmark under ``make bench``, one argument list each (default: one run,
+# none): the steady-state ingest run alternates with the tree issue 17 was filed on and
+# prints the ratio of their rates (its ISSUE_TREE); the storage rig runs GPU samples alone
+# (issue 17's comparison), then with two InfiniBand ports per node of four GPUs.
+RUNS = {"ingest_steady": [["--against"]],
+        "storage_vs_peers": [[], ["--nics-per-node", "2"]]}
 
 
 def run(title: str, command: list[str], env: dict | None = None) -> bool:
@@ -63,7 +66,8 @@ def main(argv: list[str]) -> int:
     scripts = sorted(p for p in HERE.glob("*.py") if p.name not in {"run_all.py", "__init__.py"})
     if argv:
         scripts = [p for p in scripts if any(name in p.stem for name in argv)]
-    ok = [run(p.stem, [sys.executable, str(p), *ARGUMENTS.get(p.stem, [])]) for p in scripts]
+    ok = [run(" ".join([p.stem, *arguments]), [sys.executable, str(p), *arguments])
+          for p in scripts for arguments in RUNS.get(p.stem, [[]])]
     if not argv or any(name in "scenario_report" for name in argv):
         ok.append(scenario_report())
     print(f"\n{sum(ok)} of {len(ok)} benchmarks ran cleanly.")

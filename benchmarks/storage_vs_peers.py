@@ -4,17 +4,22 @@ GPU samples, each read back and checked for exactness.
 
 1. A realistic, simulated mix of GPUs (``benchmarks/peers/workload.py``: busy, idle, spiky
    and communication-bound nodes, noisy floats at the collector's own resolution; numpy,
-   seeded), 100 GPUs x 12 h at 10 s by default: 432,000 GPU samples of 15 values.
+   seeded), 100 GPUs x 12 h at 10 s by default: 432,000 GPU samples of 15 values. With
+   ``--nics-per-node N``, each node also has N InfiniBand ports sampled with its GPUs (two
+   byte rates each, and the fabric fields the collector sends; a DGX H100 has 8 compute
+   ports for its 8 GPUs, many clusters one port per two GPUs): every figure is still given
+   per GPU sample, the ports' share included, and the ports' own cost per port sample.
 2. ClusterUI: contract-1 batches (one per node and 10 s tick, as the collector sends them)
    are queued in Redis and stored by the bulk consumer (``manage.py ingest_worker
    --exit-when-empty``) into a scratch database; then the product's own compaction
    (``compaction.compact``, as beat runs it) and its vacuum task
    (``clusterui.telemetry.vacuum``: it vacuums the tables due only where PostgreSQL's
    autovacuum is off; whether it is on is printed), never a manual VACUUM. Every
-   ``telemetry_*`` relation is measured (``pg_total_relation_size``: heap, TOAST, indexes,
+   ``telemetry_*`` and ``fabric_*`` relation is measured (``pg_total_relation_size``: heap, TOAST, indexes,
    each partition summed into its table), so a new or repacked table is counted without a
    change here. Every value is read back through ``packed.raw_samples`` and compared with
-   what went in: bit for bit, or within the metric's stated step (``codec.PRECISION``).
+   what went in: bit for bit, or within the metric's stated step (``codec.PRECISION``);
+   the ports' byte rates from ``telemetry_nicsample``, where they are kept raw.
 3. Prometheus (Debian's 2.42): the same samples as OpenMetrics text, blocks by ``promtool
    tsdb create-blocks-from openmetrics``, the block directory measured, read back with
    ``promtool tsdb dump``.
@@ -29,7 +34,7 @@ may be shared, so compare them within one run. Exit status 1 when ClusterUI read
 anything but what went in.
 
     python benchmarks/storage_vs_peers.py [--small] [--nodes 25] [--gpus-per-node 4]
-                                          [--hours 12] [--no-peers]
+                                          [--hours 12] [--nics-per-node 0] [--no-peers]
 
 It uses its own database (``clusterui_bench_peers``, or ``STORAGE_PEERS_BENCH_DB``) and
 Redis database 10 (``STORAGE_PEERS_BENCH_REDIS_DB``), both emptied first.
@@ -54,14 +59,15 @@ BROKER = (os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0").rsplit
           + "/" + os.environ.get("STORAGE_PEERS_BENCH_REDIS_DB", "10"))
 ADMIN = BASE_DB.rsplit("/", 1)[0].replace("postgres://", "postgresql://", 1) + "/postgres"
 
-# Every telemetry relation with storage (tables, partitions, materialised views), summed
-# into its partitioned root: heap, TOAST and indexes (pg_total_relation_size).
+# Every telemetry and fabric relation with storage (tables, partitions, materialised views),
+# summed into its partitioned root: heap, TOAST and indexes (pg_total_relation_size). The
+# fabric tables hold what ClusterUI keeps of the ports' fabric fields.
 _SIZES_SQL = r"""
 SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text,
        sum(pg_total_relation_size(c.oid))::bigint, count(*)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'm')
-  AND c.relname LIKE 'telemetry\_%'
+  AND (c.relname LIKE 'telemetry\_%' OR c.relname LIKE 'fabric\_%')
 GROUP BY 1 ORDER BY 2 DESC
 """
 
@@ -103,11 +109,14 @@ def steady_state(sizes: dict[str, int], live: dict[str, int], samples: int, hour
         GPU_ROLLUP_TABLES,
         JOB_ROLLUP_TABLES,
         NIC_ROLLUP_TABLES,
+        NIC_SAMPLE_TABLE,
         NODE_ROLLUP_TABLES,
     )
 
     raw = settings.RAW_RETENTION_DAYS
-    keep = {GPU_CHUNK_TABLE: raw}
+    # The raw NIC rows and the error increases are kept as long as the raw GPU tier
+    # (``maintain_partitions``; ``fabric.health`` deletes errors older than that).
+    keep = {GPU_CHUNK_TABLE: raw, NIC_SAMPLE_TABLE: raw, "fabric_porterrors": raw}
     for width, days in ((60, settings.ROLLUP_1M_RETENTION_DAYS),
                         (300, settings.ROLLUP_5M_RETENTION_DAYS),
                         (3600, settings.ROLLUP_1H_RETENTION_DAYS)):
@@ -192,7 +201,35 @@ def clusterui_read_back(w):
             null = np.concatenate([b.nulls[m] for b in blocks])
             v = np.concatenate([b.values[m] for b in blocks]).astype(np.float64)
             got[m][key] = (ts[~null], v[~null])
+    if w.nics_per_node:
+        got.update(nic_read_back())
     return got, wrong_job
+
+
+def nic_read_back():
+    """Every port's byte rates as stored (``telemetry_nicsample``, the raw NIC tier)."""
+    import numpy as np
+    from django.db import connection
+
+    from benchmarks.peers.exposition import NIC_PREFIX, series_key
+    from clusterui.telemetry.metrics import NIC_METRIC_NAMES, NIC_SAMPLE_TABLE
+
+    rows: dict = {}
+    with connection.cursor() as cur:
+        cur.execute(f"""
+            SELECT node.name, nic.name, (extract(epoch FROM s.ts) * 1000)::int8,
+                   {", ".join(f"s.{m}" for m in NIC_METRIC_NAMES)}
+            FROM {NIC_SAMPLE_TABLE} s JOIN inventory_nic nic ON nic.id = s.nic_id
+            JOIN inventory_node node ON node.id = nic.node_id ORDER BY 1, 2, 3""")
+        for node, nic, ts, *values in cur.fetchall():
+            rows.setdefault(series_key(node, nic), []).append((ts, *values))
+    got = {NIC_PREFIX + m: {} for m in NIC_METRIC_NAMES}
+    for key, series in rows.items():
+        ts = np.array([r[0] for r in series], np.int64)
+        for i, m in enumerate(NIC_METRIC_NAMES):
+            v = np.array([np.nan if r[1 + i] is None else r[1 + i] for r in series])
+            got[NIC_PREFIX + m][key] = (ts[~np.isnan(v)], v[~np.isnan(v)])
+    return got
 
 
 def stated_steps() -> dict[str, float]:
@@ -245,6 +282,8 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=12.0)
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--nics-per-node", type=int, default=0,
+                        help="InfiniBand ports per node, sampled with its GPUs (default none)")
     parser.add_argument("--small", action="store_true",
                         help="a quick run: 4 nodes x 2 GPUs x 2 h (5,760 GPU samples)")
     parser.add_argument("--no-peers", action="store_true", help="ClusterUI only")
@@ -266,7 +305,7 @@ def main() -> int:
     from benchmarks.peers.workload import generate
     from clusterui.jobs.tasks import close_stale_jobs
     from clusterui.telemetry import compaction, vacuum
-    from clusterui.telemetry.metrics import GPU_CHUNK_TABLE
+    from clusterui.telemetry.metrics import GPU_CHUNK_TABLE, NIC_SAMPLE_TABLE
 
     # The window ends at midnight two days ago: every hour of it is closed, inside the raw
     # retention, and its jobs end before the detectors' final lookback (nothing holds
@@ -275,12 +314,16 @@ def main() -> int:
     end = today - dt.timedelta(days=2)
     start = end - dt.timedelta(hours=args.hours)
     w = generate(args.nodes, args.gpus_per_node, args.hours, args.interval,
-                 round(start.timestamp() * 1000), seed=args.seed)
+                 round(start.timestamp() * 1000), seed=args.seed,
+                 nics_per_node=args.nics_per_node)
     url = DB.replace("postgres://", "postgresql://", 1)
     print(f"simulated workload: {w.nodes} nodes x {w.gpus_per_node} GPUs = {w.gpus} GPUs "
           f"({', '.join(f'{w.profiles.count(p)} {p}' for p in dict.fromkeys(w.profiles))} "
           f"nodes), {args.hours:g} h at {args.interval:g} s: {w.samples:,} GPU samples of "
           f"15 values, seed {args.seed}")
+    if w.nics_per_node:
+        print(f"  and {w.nics_per_node} InfiniBand ports per node: {w.nic_samples:,} port "
+              "samples of 2 byte rates and the fabric fields")
     print(f"load average before: {load_before} (this machine may be shared: figures of "
           "speed vary with it, sizes do not)")
 
@@ -308,7 +351,7 @@ def main() -> int:
 
     per = w.samples
     print()
-    print("ClusterUI, every telemetry_* table (heap + TOAST + indexes, partitions summed), "
+    print("ClusterUI, every telemetry_* and fabric_* table (heap + TOAST + indexes, partitions summed), "
           "bytes per GPU sample")
     if vacuumed.skipped_autovacuum_on:
         print("  autovacuum is on: the vacuum task leaves the tables to PostgreSQL")
@@ -323,6 +366,11 @@ def main() -> int:
             print(f"  {table:28} {sizes[0]:13.2f} {sizes[1]:10.2f} {sizes[2]:14.2f}")
     totals = [sum(s.values()) / per for s in (after_ingest, after_compaction, after_vacuum)]
     print(f"  {'all telemetry tables':28} {totals[0]:13.2f} {totals[1]:10.2f} {totals[2]:14.2f}")
+    if w.nics_per_node:
+        ports = [t for t in after_vacuum if t.startswith(("telemetry_nic", "fabric_"))]
+        print(f"  of which the ports' tables ({', '.join(sorted(ports))}): "
+              f"{sum(after_vacuum[t] for t in ports) / w.nic_samples:.1f} B per port sample, "
+              f"{sum(after_vacuum[t] for t in ports) / per:.1f} per GPU sample")
 
     from clusterui.telemetry.metrics import GPU_ROLLUP_TABLES
 
@@ -340,8 +388,10 @@ def main() -> int:
     print(f"  {'all telemetry tables':28} {steady_total:8.2f}")
 
     read = exposition.summary(checks) if clusterui_ok else "FAILED (see below)"
-    rows = [(f"ClusterUI packed tier ({GPU_CHUNK_TABLE})",
-             after_vacuum.get(GPU_CHUNK_TABLE, 0), read),
+    raw_tier = [GPU_CHUNK_TABLE] + ([NIC_SAMPLE_TABLE] if w.nics_per_node else [])
+    rows = [(f"ClusterUI packed tier ({GPU_CHUNK_TABLE})" if len(raw_tier) == 1 else
+             f"ClusterUI raw tiers ({GPU_CHUNK_TABLE} + {NIC_SAMPLE_TABLE})",
+             sum(after_vacuum.get(t, 0) for t in raw_tier), read),
             ("ClusterUI all telemetry tables, after the vacuum task",
              sum(after_vacuum.values()), "(the packed tier's samples, + rollups)"),
             ("ClusterUI all telemetry tables, compacted, not vacuumed",
@@ -351,7 +401,9 @@ def main() -> int:
     rows += [(p["label"], p["bytes"], p["check"]) for p in peers if "bytes" in p]
     print()
     print(f"storage side by side, the same {w.samples:,} GPU samples "
-          f"({w.gpus} GPUs x {args.hours:g} h at {args.interval:g} s, 15 values each)")
+          f"({w.gpus} GPUs x {args.hours:g} h at {args.interval:g} s, 15 values each)"
+          + (f" and {w.nic_samples:,} port samples (2 byte rates each), per GPU sample"
+             if w.nics_per_node else ""))
     print(f"  {'store':58} {'B/GPU-sample':>12}  read back")
     for label, size, how in sorted(rows, key=lambda r: r[1]):
         print(f"  {label:58} {size / per:12.1f}  {how}")
@@ -362,7 +414,8 @@ def main() -> int:
         else:
             print(f"  {p['label']}: not measured ({p['missing']})")
     print()
-    print("exactness, ClusterUI (every value through packed.raw_samples against what went in)")
+    print("exactness, ClusterUI (every value through packed.raw_samples against what went in"
+          + ("; the ports' from telemetry_nicsample)" if w.nics_per_node else ")"))
     for c in checks:
         kind = "bit for bit" if c.exact else (
             f"{c.differ:,} within the stated step (max {c.max_error:.3g})" if c.ok

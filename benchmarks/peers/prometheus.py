@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.peers.exposition import PREFIX, ReadBack, series_key, write
+from benchmarks.peers.exposition import ReadBack, metric_of, series_key, write
 
 PROMTOOL = "/usr/bin/promtool"
-_LINE = re.compile(r'\{__name__="([^"]+)", gpu="([^"]+)", node="([^"]+)"\} (\S+) (\d+)$')
+# Labels in name order: a GPU's series has gpu and node, a port's nic and node.
+_LINE = re.compile(r'\{__name__="([^"]+)", (?:gpu|nic)="([^"]+)", node="([^"]+)"\} (\S+) (\d+)$')
 
 
 def dir_bytes(path: Path) -> int:
@@ -63,8 +64,8 @@ def read_back(out: Path) -> ReadBack:
             m = _LINE.match(line.rstrip("\n"))
             if not m:
                 raise ValueError(f"promtool tsdb dump printed an unexpected line: {line!r}")
-            name, gpu, node, value, ts = m.groups()
-            ts_list, values = got[name.removeprefix(PREFIX)][series_key(node, gpu)]
+            name, device, node, value, ts = m.groups()
+            ts_list, values = got[metric_of(name)][series_key(node, device)]
             ts_list.append(int(ts))
             values.append(float(value))
     if proc.returncode:

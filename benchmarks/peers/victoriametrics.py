@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.peers.exposition import PREFIX, ReadBack, series_key, write
+from benchmarks.peers.exposition import FAMILIES, ReadBack, metric_of, series_key, write
 from benchmarks.peers.prometheus import dir_bytes, package_version
 
 BINARY = "/usr/bin/victoria-metrics"
@@ -113,13 +113,14 @@ def build(w, work: Path) -> dict:
 def read_back(storage: Path) -> ReadBack:
     got: dict = defaultdict(lambda: defaultdict(lambda: ([], [])))
     with running(storage) as url:
-        query = urllib.parse.urlencode({"match[]": '{__name__=~"' + PREFIX + '.*"}'})
+        query = urllib.parse.urlencode({"match[]": '{__name__=~"' + FAMILIES + '"}'})
         with urllib.request.urlopen(f"{url}/api/v1/export?{query}", timeout=3600) as r:
             for line in r:
                 row = json.loads(line)
                 labels = row["metric"]
-                ts, values = got[labels["__name__"].removeprefix(PREFIX)][
-                    series_key(labels["node"], labels["gpu"])]
+                device = labels["gpu"] if "gpu" in labels else labels["nic"]
+                ts, values = got[metric_of(labels["__name__"])][
+                    series_key(labels["node"], device)]
                 ts.extend(row["timestamps"])
                 values.extend(row["values"])
     out: ReadBack = {}

@@ -11,18 +11,34 @@ traffic peaks). Every fifth node has no GPM (pre-Hopper): its SM, tensor and DRA
 are null throughout. Rates and GPM metrics are null in each GPU's first sample, as the
 collector sends them (a rate needs two readings). Simulated data: these are not
 measurements of real GPUs.
+
+With ``nics_per_node``, each node also has that many InfiniBand ports (NDR, 400 Gb/s),
+sampled with its GPUs, as ``collectors/nic.py`` reads them: ``port_rcv_data`` and
+``port_xmit_data`` count 4-byte words, so each byte rate is a whole number of words times 4
+over the measured interval (null in the first sample). Their traffic follows the node's
+profile: ``comm`` near two thirds of the link, ``busy`` gradient all-reduce bursts, ``spiky``
+in phases, ``idle`` the subnet manager's trickle. Each row also carries the fabric fields the
+collector sends for an InfiniBand port (``collectors/fabric.py``): the link active at 4X
+400 Gb/s, no error counter rising (the first reading's increases unknown), the RoCE
+counters null.
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from clusterui.telemetry.metrics import GPU_METRIC_NAMES, GPU_METRICS
+from clusterui.fabric.metrics import ERROR_FIELDS
+from clusterui.telemetry.metrics import GPU_METRIC_NAMES, GPU_METRICS, NIC_METRIC_NAMES
+from collectors.agent import NIC_FIELDS
 
 PROFILES = ("busy", "idle", "spiky", "comm")
 INTEGER = frozenset(m.name for m in GPU_METRICS if m.integer)
 GPM = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")
 RATES = tuple(m for m in GPU_METRIC_NAMES if m.endswith("_bytes_per_s"))
+IB_LINK_BYTES_PER_S = 50_000_000_000  # NDR: 400 Gb/s, as the collector reports the port
+# An active, healthy 4X NDR port (the fabric fields other than these are null).
+IB_LINK = {"link_state": 4, "phys_state": 5, "link_width": 4, "link_gbps": 400.0,
+           "counters_saturated": 0}
 
 
 @dataclass
@@ -38,6 +54,10 @@ class Workload:
     ts_ms: np.ndarray  # (gpus, n) int64 ms since the epoch
     values: dict[str, np.ndarray] = field(default_factory=dict)
     profiles: list[str] = field(default_factory=list)  # per node
+    nics_per_node: int = 0
+    # (NIC, sample) float64, NaN for null: NIC ``k`` is node ``k // nics_per_node``'s port
+    # ``k % nics_per_node``; its samples have its node's GPUs' timestamps.
+    nic_values: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -50,6 +70,23 @@ class Workload:
     @property
     def samples(self) -> int:
         return self.ts_ms.size
+
+    @property
+    def nics(self) -> int:
+        return self.nodes * self.nics_per_node
+
+    @property
+    def nic_ts_ms(self) -> np.ndarray:
+        """(NIC, sample) int64 ms: each port is read with its node's GPUs."""
+        return np.repeat(self.ts_ms[::self.gpus_per_node], self.nics_per_node, axis=0)
+
+    @property
+    def nic_samples(self) -> int:
+        return self.nics * self.n
+
+    @staticmethod
+    def nic_name(port: int) -> str:
+        return f"mlx5_{port}:1"
 
     def node_name(self, node: int) -> str:
         return f"peer{node:03d}"
@@ -68,7 +105,7 @@ def _pct(x):
 
 
 def generate(nodes: int, gpus_per_node: int, hours: float, interval_s: float, start_ms: int,
-             seed: int = 17) -> Workload:
+             seed: int = 17, nics_per_node: int = 0) -> Workload:
     rng = np.random.default_rng(seed)
     n = int(round(hours * 3600 / interval_s))
     g = nodes * gpus_per_node
@@ -127,8 +164,37 @@ def generate(nodes: int, gpus_per_node: int, hours: float, interval_s: float, st
     for name in GPM:
         v[name][no_gpm] = np.nan
     assert set(v) == set(GPU_METRIC_NAMES)
+    # The ports' draws come after every GPU draw: the GPUs' values are the same with or
+    # without them.
+    nic_values = _nic_values(rng, profiles, nics_per_node, n, interval_s) if nics_per_node \
+        else {}
     return Workload(nodes=nodes, gpus_per_node=gpus_per_node, interval_s=interval_s,
-                    start_ms=start_ms, ts_ms=ts.astype(np.int64), values=v, profiles=profiles)
+                    start_ms=start_ms, ts_ms=ts.astype(np.int64), values=v, profiles=profiles,
+                    nics_per_node=nics_per_node, nic_values=nic_values)
+
+
+def _nic_values(rng, profiles: list[str], per_node: int, n: int, interval_s: float
+                ) -> dict[str, np.ndarray]:
+    k = len(profiles) * per_node
+    prof = np.repeat(np.array(profiles), per_node)[:, None]
+    t = np.arange(n)[None, :]
+    comm = np.clip(rng.normal(0.65, 0.12, (k, n)), 0, 0.95)  # share of the link
+    bursts = rng.random((k, n)) < 0.3  # an all-reduce of gradients in the interval
+    busy = np.where(bursts, rng.uniform(0.05, 0.35, (k, n)), rng.uniform(0, 0.01, (k, n)))
+    period = rng.integers(6, 31, (k, 1))
+    spiky = np.where((t // period) % 2 == 0, rng.uniform(0.1, 0.4, (k, n)),
+                     rng.uniform(0, 0.005, (k, n)))
+    idle = rng.uniform(0, 4e-7, (k, n))  # a few kB/s of management traffic
+    share = np.select([prof == "comm", prof == "busy", prof == "spiky"], [comm, busy, spiky],
+                      idle)
+    elapsed = interval_s + rng.normal(0, 0.004, (k, n))  # one reading for both counters
+    out = {}
+    for name in NIC_METRIC_NAMES:
+        words = np.rint(share * rng.uniform(0.9, 1.0, (k, n)) * IB_LINK_BYTES_PER_S
+                        * interval_s / 4)
+        out[name] = words * 4 / elapsed
+        out[name][:, 0] = np.nan
+    return out
 
 
 def batches(w: Workload, cluster: str = "peers"):
@@ -146,12 +212,24 @@ def batches(w: Workload, cluster: str = "peers"):
             c[np.isnan(w.values[m])] = None
             cols[m] = c
     started = w.start_ms / 1000 - 600
+    npn = w.nics_per_node
+    nic_cols = {}
+    for m in NIC_METRIC_NAMES:
+        c = w.nic_values[m].astype(object) if npn else None
+        if npn:
+            c[np.isnan(w.nic_values[m])] = None
+        nic_cols[m] = c
+    fabric = [IB_LINK.get(f) for f in NIC_FIELDS[4:]]
+    no_errors = [0 if f in ERROR_FIELDS else v for f, v in zip(NIC_FIELDS[4:], fabric,
+                                                                strict=True)]
     for k in range(w.n):
         for node in range(w.nodes):
             job = w.job_id(node)
             ts = w.ts_ms[node * gpn, k] / 1000
             rows = [[ts, i, job, *(cols[m][node * gpn + i, k] for m in GPU_METRIC_NAMES)]
                     for i in range(gpn)]
+            nic_rows = [[ts, i, *(nic_cols[m][node * npn + i, k] for m in NIC_METRIC_NAMES),
+                         *(fabric if k == 0 else no_errors)] for i in range(npn)]
             name = w.node_name(node)
             yield {
                 "schema": 1, "cluster": cluster, "node": name,
@@ -161,14 +239,14 @@ def batches(w: Workload, cluster: str = "peers"):
                           "model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
                           "power_limit_w": 700.0, "pci_bus_id": f"00000000:{i + 16:02X}:00.0",
                           "nvlink_bytes_per_s": 450e9} for i in range(gpn)],
-                "nics": [],
+                "nics": [{"name": w.nic_name(i), "kind": "infiniband",
+                          "link_bytes_per_s": IB_LINK_BYTES_PER_S} for i in range(npn)],
                 "jobs": [] if job is None else [
                     {"id": job, "scheduler": "slurm", "user": "bench", "name": w.profiles[node],
                      "account": "bench", "partition": "gpu", "started_at": started,
                      "ended_at": None, "gpus": list(range(gpn)), "cpus": 32}],
                 "gpu_samples": {"fields": fields, "rows": rows},
-                "nic_samples": {"fields": ["ts", "nic", "rx_bytes_per_s", "tx_bytes_per_s"],
-                                "rows": []},
+                "nic_samples": {"fields": list(NIC_FIELDS), "rows": nic_rows},
                 "job_samples": {"fields": ["ts", "job", "cpu_cores_used",
                                            "host_mem_used_bytes"], "rows": []},
                 "events": [],
