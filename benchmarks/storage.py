@@ -90,6 +90,7 @@ def main() -> None:
         GPU_ROLLUP_TABLES,
         GPU_SAMPLE_TABLE,
         JOB_ROLLUP_TABLES,
+        NIC_PACK_TABLE,
         NIC_ROLLUP_TABLES,
         NIC_SAMPLE_TABLE,
         NODE_ROLLUP_TABLES,
@@ -163,9 +164,13 @@ def main() -> None:
             rows_bytes = conn.execute(
                 f"SELECT coalesce(sum(pg_column_size(r.*)), 0) FROM {table} r").fetchone()[0]
             live[table] = int(rows_bytes) + sizes(conn, table)[2]
-        # NIC rollups (compaction recomputed every closed NIC hour): per raw NIC sample.
-        nic_samples = conn.execute(f"SELECT count(*) FROM {NIC_SAMPLE_TABLE}").fetchone()[0]
-        nic_tables = [(NIC_SAMPLE_TABLE, nic_samples, sum(sizes(conn, NIC_SAMPLE_TABLE)))]
+        # NIC samples (hot rows left, and those compaction packed) and their rollups (every
+        # closed NIC hour recomputed): per NIC sample.
+        nic_samples = conn.execute(
+            "SELECT count(*) FROM telemetry_nic_samples(ARRAY(SELECT id FROM inventory_nic)"
+            "::int[], '-infinity', 'infinity')").fetchone()[0]
+        nic_tables = [(table, conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0],
+                       sum(sizes(conn, table))) for table in (NIC_SAMPLE_TABLE, NIC_PACK_TABLE)]
         for table in NIC_ROLLUP_TABLES.values():
             n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             nic_tables.append((table, n, sum(sizes(conn, table))))
@@ -228,7 +233,8 @@ def main() -> None:
           "(issue 17's target: no more than Prometheus on the same samples, which "
           "benchmarks/storage_vs_peers.py measures beside it)")
     print()
-    print(f"NIC samples ({nic_samples:,}, raw rows that stay) and their rollups "
+    print(f"NIC samples ({nic_samples:,}: hot rows left, packed per NIC and hour) and their "
+          "rollups "
           "(heap + TOAST + indexes)")
     for table, n, size in nic_tables:
         print(f"  {table:22s}: {size / max(nic_samples, 1):7.2f} bytes per NIC sample "

@@ -19,7 +19,7 @@ GPU samples, each read back and checked for exactness.
    each partition summed into its table), so a new or repacked table is counted without a
    change here. Every value is read back through ``packed.raw_samples`` and compared with
    what went in: bit for bit, or within the metric's stated step (``codec.PRECISION``);
-   the ports' byte rates from ``telemetry_nicsample``, where they are kept raw.
+   the ports' byte rates through ``telemetry_nic_samples`` (hot and packed).
 3. Prometheus (Debian's 2.42): the same samples as OpenMetrics text, blocks by ``promtool
    tsdb create-blocks-from openmetrics``, the block directory measured, read back with
    ``promtool tsdb dump``.
@@ -108,15 +108,15 @@ def steady_state(sizes: dict[str, int], live: dict[str, int], samples: int, hour
         GPU_CHUNK_TABLE,
         GPU_ROLLUP_TABLES,
         JOB_ROLLUP_TABLES,
+        NIC_PACK_TABLE,
         NIC_ROLLUP_TABLES,
-        NIC_SAMPLE_TABLE,
         NODE_ROLLUP_TABLES,
     )
 
     raw = settings.RAW_RETENTION_DAYS
-    # The raw NIC rows and the error increases are kept as long as the raw GPU tier
+    # The packed NIC samples and the error increases are kept as long as the raw GPU tier
     # (``maintain_partitions``; ``fabric.health`` deletes errors older than that).
-    keep = {GPU_CHUNK_TABLE: raw, NIC_SAMPLE_TABLE: raw, "fabric_porterrors": raw}
+    keep = {GPU_CHUNK_TABLE: raw, NIC_PACK_TABLE: raw, "fabric_porterrors": raw}
     for width, days in ((60, settings.ROLLUP_1M_RETENTION_DAYS),
                         (300, settings.ROLLUP_5M_RETENTION_DAYS),
                         (3600, settings.ROLLUP_1H_RETENTION_DAYS)):
@@ -207,19 +207,21 @@ def clusterui_read_back(w):
 
 
 def nic_read_back():
-    """Every port's byte rates as stored (``telemetry_nicsample``, the raw NIC tier)."""
+    """Every port's byte rates as stored, hot and packed (``telemetry_nic_samples``)."""
     import numpy as np
     from django.db import connection
 
     from benchmarks.peers.exposition import NIC_PREFIX, series_key
-    from clusterui.telemetry.metrics import NIC_METRIC_NAMES, NIC_SAMPLE_TABLE
+    from clusterui.telemetry.metrics import NIC_METRIC_NAMES
 
     rows: dict = {}
     with connection.cursor() as cur:
         cur.execute(f"""
             SELECT node.name, nic.name, (extract(epoch FROM s.ts) * 1000)::int8,
                    {", ".join(f"s.{m}" for m in NIC_METRIC_NAMES)}
-            FROM {NIC_SAMPLE_TABLE} s JOIN inventory_nic nic ON nic.id = s.nic_id
+            FROM telemetry_nic_samples(ARRAY(SELECT id FROM inventory_nic)::int[],
+                                       '-infinity', 'infinity') s
+            JOIN inventory_nic nic ON nic.id = s.nic_id
             JOIN inventory_node node ON node.id = nic.node_id ORDER BY 1, 2, 3""")
         for node, nic, ts, *values in cur.fetchall():
             rows.setdefault(series_key(node, nic), []).append((ts, *values))
@@ -305,7 +307,7 @@ def main() -> int:
     from benchmarks.peers.workload import generate
     from clusterui.jobs.tasks import close_stale_jobs
     from clusterui.telemetry import compaction, vacuum
-    from clusterui.telemetry.metrics import GPU_CHUNK_TABLE, NIC_SAMPLE_TABLE
+    from clusterui.telemetry.metrics import GPU_CHUNK_TABLE, NIC_PACK_TABLE
 
     # The window ends at midnight two days ago: every hour of it is closed, inside the raw
     # retention, and its jobs end before the detectors' final lookback (nothing holds
@@ -333,7 +335,7 @@ def main() -> int:
     began = time.perf_counter()
     result = compaction.compact(timezone.now(), budget_s=10**9)
     compact_s = time.perf_counter() - began
-    if result.rows != w.samples or result.held_back:
+    if result.rows != w.samples or result.nic_rows != w.nic_samples or result.held_back:
         print(f"compaction did not pack every sample: {result}")
         return 1
     after_compaction = table_sizes(url)
@@ -388,9 +390,9 @@ def main() -> int:
     print(f"  {'all telemetry tables':28} {steady_total:8.2f}")
 
     read = exposition.summary(checks) if clusterui_ok else "FAILED (see below)"
-    raw_tier = [GPU_CHUNK_TABLE] + ([NIC_SAMPLE_TABLE] if w.nics_per_node else [])
+    raw_tier = [GPU_CHUNK_TABLE] + ([NIC_PACK_TABLE] if w.nics_per_node else [])
     rows = [(f"ClusterUI packed tier ({GPU_CHUNK_TABLE})" if len(raw_tier) == 1 else
-             f"ClusterUI raw tiers ({GPU_CHUNK_TABLE} + {NIC_SAMPLE_TABLE})",
+             f"ClusterUI packed tiers ({GPU_CHUNK_TABLE} + {NIC_PACK_TABLE})",
              sum(after_vacuum.get(t, 0) for t in raw_tier), read),
             ("ClusterUI all telemetry tables, after the vacuum task",
              sum(after_vacuum.values()), "(the packed tier's samples, + rollups)"),
@@ -415,7 +417,7 @@ def main() -> int:
             print(f"  {p['label']}: not measured ({p['missing']})")
     print()
     print("exactness, ClusterUI (every value through packed.raw_samples against what went in"
-          + ("; the ports' from telemetry_nicsample)" if w.nics_per_node else ")"))
+          + ("; the ports' through telemetry_nic_samples)" if w.nics_per_node else ")"))
     for c in checks:
         kind = "bit for bit" if c.exact else (
             f"{c.differ:,} within the stated step (max {c.max_error:.3g})" if c.ok

@@ -135,8 +135,7 @@ def drop_duplicates(cur, pending: list[Pending], marks: dict[tuple[str, str], in
     nic = [(p, [r for r in p.nic if r[0] <= m]) for p, m in late]
     job = [(p, [r for r in p.job if r[0] <= m]) for p, m in late]
     _drop(gpu, _stored_gpu(cur, [r for _p, rows in gpu for r in rows]), "gpu", GPU_REASON)
-    _drop(nic, _stored(cur, "telemetry_nicsample", "nic_id",
-                       [r for _p, rows in nic for r in rows]), "nic", NIC_REASON)
+    _drop(nic, _stored_nic(cur, [r for _p, rows in nic for r in rows]), "nic", NIC_REASON)
     _drop(job, _stored_jobs(cur, [(p.node_id, r) for p, rows in job for r in rows]), "job",
           JOB_REASON, per_node=True)
 
@@ -273,12 +272,38 @@ def _stored_gpu(cur, rows) -> set[tuple[int, int]]:
             found.add((gpu, us))
         else:
             packed_ms[gpu].update(chunk_timestamps(bytes(data)).tolist())
-    if packed_ms:
-        for r in rows:
-            stamps = packed_ms.get(r[1])
-            if stamps and _ms(r[0]) in stamps:
-                found.add((r[1], r[0]))
-    return found
+    return found | _packed_matches(rows, packed_ms)
+
+
+def _packed_matches(rows, packed_ms: dict[int, set[int]]) -> set[tuple[int, int]]:
+    """(device, micros) of the rows whose millisecond is among their device's packed
+    samples' (``packed_ms``: device -> Unix ms)."""
+    return {(r[1], r[0]) for r in rows
+            if (stamps := packed_ms.get(r[1])) and _ms(r[0]) in stamps}
+
+
+def _stored_nic(cur, rows) -> set[tuple[int, int]]:
+    """(NIC, micros) of the rows already stored, hot (``_stored``) or packed: a packed
+    sample is kept at the millisecond (``clusterui.telemetry.nicpack``), so a row matches
+    a packed one at its millisecond."""
+    found = _stored(cur, "telemetry_nicsample", "nic_id", rows)
+    if not rows:
+        return found
+    dev, lo, _hi = _ranges(rows)
+    hours = [a - a % _HOUR_US for a in lo]
+    cur.execute(
+        f"""
+        SELECT u.dev, {_US.format("p.hour")}, p.ts_ms
+        FROM unnest(%b::int4[], %b::int8[]) AS u(dev, hour)
+        JOIN telemetry_nicpack p ON p.nic_id = u.dev AND p.hour = {_PG_TS.format("u.hour")}
+        WHERE p.hour >= {_PG_TS.format("%b::int8")} AND p.hour <= {_PG_TS.format("%b::int8")}
+        """,
+        (dev, hours, min(hours), max(hours)), binary=True)
+    packed_ms: dict[int, set[int]] = defaultdict(set)
+    for nic, hour_us, offsets in cur.fetchall():
+        start_ms = (hour_us + _PG_EPOCH_UNIX_US) // 1000
+        packed_ms[nic].update(start_ms + o for o in offsets)
+    return found | _packed_matches(rows, packed_ms)
 
 
 def _ms(pg_us: int) -> int:

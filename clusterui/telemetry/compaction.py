@@ -19,12 +19,15 @@ into its (GPU, hour) chunk:
 3. One run at a time: a session advisory lock; a second run started meanwhile returns at
    once. A run stops starting transactions after ``budget_s``; the next run goes on.
 4. Then the NIC rollups: the (NIC, hour)s ingest marked due, once their hour has closed,
-   are recomputed from their raw rows, ``NIC_HOURS_PER_TRANSACTION`` at a time
-   (``nicrollup``). The raw NIC rows stay where they are (the detectors read them), so
-   there is no reason to wait ``RAW_HOT_MINUTES``: a batch arriving after its hour was rolled
-   up marks it due again.
-5. Last (unless the budget stopped the run), each hot day partition whose whole day lies
-   before the horizon and that still takes more than its empty size is truncated: the
+   are recomputed from their samples, ``NIC_HOURS_PER_TRANSACTION`` at a time
+   (``nicrollup``), hot and packed alike, so there is no reason to wait
+   ``RAW_HOT_MINUTES``: a batch arriving after its hour was rolled up marks it due again.
+5. Then the NIC samples: the hot rows of every closed hour before the same horizon move
+   into their (NIC, hour) packed rows, ``NIC_HOURS_PER_TRANSACTION`` NICs of one hour per
+   transaction, merged with what that hour already has (``nicpack``).
+6. Last (unless the budget stopped the run), each hot day partition (GPU and NIC) whose
+   whole day lies before the horizon and that still takes more than its empty size is
+   truncated: the
    DELETEs above leave a packed day's rows on disk as dead tuples, and its (gpu_id, ts)
    index whole, until a VACUUM (nothing here runs one, and autovacuum may be off) or until
    retention drops the partition. Each in its own short transaction: lock the partition
@@ -38,7 +41,7 @@ into its (GPU, hour) chunk:
    no partition; and a DROP locks the parent table, so all of ingest, for its duration).
 
 ``packed.raw_samples`` reads a GPU's (or a job's) samples at full resolution across both
-tiers.
+tiers; ``telemetry_nic_samples`` (``nicpack.SAMPLES``) a NIC's.
 """
 
 import datetime as dt
@@ -52,18 +55,19 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from clusterui.telemetry import codec, nicrollup, packed, partitions
+from clusterui.telemetry import codec, nicpack, nicrollup, packed, partitions
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
     GPU_SAMPLE_TABLE,
+    NIC_SAMPLE_TABLE,
 )
 
 log = logging.getLogger(__name__)
 
 LOCK_KEY = zlib.crc32(b"clusterui.telemetry.compact")
 HOUR = dt.timedelta(hours=1)
-# (NIC, hour)s rolled up per transaction: at 10 s, 360,000 raw rows.
+# (NIC, hour)s rolled up, or packed, per transaction: at 10 s, 360,000 raw rows.
 NIC_HOURS_PER_TRANSACTION = 1000
 _COLS = ", ".join(GPU_METRIC_NAMES)
 # How long truncating a packed day's hot partition waits for its lock; then it is skipped
@@ -80,6 +84,9 @@ class CompactResult:
     chunks: int = 0  # chunks written (new or merged)
     merged: int = 0  # of which merged with an existing chunk
     nic_hours: int = 0  # (NIC, hour)s whose rollups were recomputed
+    nic_rows: int = 0  # hot NIC rows packed
+    nic_packed: int = 0  # (NIC, hour) packed rows written (new or merged)
+    nic_merged: int = 0  # of which merged with one already there
     truncated: int = 0  # hot day partitions truncated once their day was packed
     freed_bytes: int = 0  # what they took on disk beyond their empty size
     unfinished: bool = False  # stopped by the time budget: the next run goes on
@@ -119,6 +126,8 @@ def compact(now: dt.datetime | None = None, *, budget_s: float = 120.0,
         if not result.unfinished:
             _roll_up_nics(now, budget_s, result, began)
         if not result.unfinished:
+            _pack_nics(budget_s, result, began)
+        if not result.unfinished:
             _truncate_packed_days(budget_s, result, began)
     finally:
         with connection.cursor() as cur:
@@ -126,6 +135,9 @@ def compact(now: dt.datetime | None = None, *, budget_s: float = 120.0,
     result.seconds = time.monotonic() - began
     if result.nic_hours:
         log.info("NIC rollups: %d (NIC, hour)s recomputed", result.nic_hours)
+    if result.nic_rows:
+        log.info("NIC samples: %d hot rows into %d (NIC, hour) rows (%d merged)",
+                 result.nic_rows, result.nic_packed, result.nic_merged)
     if result.rows or result.truncated:
         log.info("compaction up to %s: %d hot rows into %d chunks (%d merged), %d "
                  "transactions, %d hot partitions truncated (%.1f MB freed), %.1f s%s",
@@ -138,7 +150,7 @@ def compact(now: dt.datetime | None = None, *, budget_s: float = 120.0,
 def _compact(now, budget_s: float, per_txn: int, result: CompactResult, began: float) -> None:
     limit, result.held_back = horizon(now)
     result.horizon = limit
-    days = _days_to_compact(limit)
+    days = _days_to_compact(limit, GPU_SAMPLE_TABLE)
     if not days:
         return
     starts = [packed.dt_to_ms(dt.datetime.combine(d, dt.time(), tzinfo=dt.UTC)) for d in days]
@@ -174,10 +186,35 @@ def _roll_up_nics(now, budget_s: float, result: CompactResult, began: float) -> 
         result.transactions += 1
 
 
+def _pack_nics(budget_s: float, result: CompactResult, began: float) -> None:
+    """The NICs' hot rows of the closed hours before the horizon into their packed rows
+    (the module's docstring, step 5)."""
+    days = _days_to_compact(result.horizon, NIC_SAMPLE_TABLE)
+    if not days:
+        return
+    packed.ensure_partitions(
+        [packed.dt_to_ms(dt.datetime.combine(d, dt.time(), tzinfo=dt.UTC)) for d in days])
+    for hour in _hours_to_compact(days, result.horizon):
+        nic_ids = nicpack.nics_with_rows(hour)
+        for i in range(0, len(nic_ids), NIC_HOURS_PER_TRANSACTION):
+            if time.monotonic() - began > budget_s:
+                result.unfinished = True
+                return
+            with transaction.atomic():
+                rows, written, merged = nicpack.pack_hour(
+                    nic_ids[i:i + NIC_HOURS_PER_TRANSACTION], hour)
+            result.nic_rows += rows
+            result.nic_packed += written
+            result.nic_merged += merged
+            result.transactions += 1
+
+
 def _truncate_packed_days(budget_s: float, result: CompactResult, began: float) -> None:
     """Truncate the hot partitions of the days before the horizon that hold no row (see the
-    module's docstring, step 5)."""
-    for name, day in partitions.existing_partitions(GPU_SAMPLE_TABLE):
+    module's docstring, step 6)."""
+    hot = [p for table in (GPU_SAMPLE_TABLE, NIC_SAMPLE_TABLE)
+           for p in partitions.existing_partitions(table)]
+    for name, day in hot:
         if dt.datetime.combine(day + dt.timedelta(days=1), dt.time(),
                                tzinfo=dt.UTC) > result.horizon:
             continue
@@ -227,10 +264,10 @@ def _hours_to_compact(days: list[dt.date], limit: dt.datetime) -> list[dt.dateti
     return hours
 
 
-def _days_to_compact(limit: dt.datetime) -> list[dt.date]:
-    """The days of the hot partitions that hold rows older than the horizon."""
+def _days_to_compact(limit: dt.datetime, table: str) -> list[dt.date]:
+    """The days of ``table``'s hot partitions that hold rows older than the horizon."""
     days = []
-    for name, day in partitions.existing_partitions(GPU_SAMPLE_TABLE):
+    for name, day in partitions.existing_partitions(table):
         if dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC) >= limit:
             continue
         with connection.cursor() as cur:

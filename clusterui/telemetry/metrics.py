@@ -93,8 +93,11 @@ NODE_ROLLUP_TABLES = {300: "telemetry_noderollup5m", 3600: "telemetry_noderollup
 NODE_ROLLUP_METRICS = ("util_pct", "sm_active_pct", "power_w")
 MONTHLY_TABLES = frozenset((GPU_ROLLUP_TABLES[3600], JOB_ROLLUP_TABLES[3600],
                             NODE_ROLLUP_TABLES[3600]))
-PACKED_TABLES = (GPU_CHUNK_TABLE, *GPU_ROLLUP_TABLES.values(), *JOB_ROLLUP_TABLES.values(),
-                 *NODE_ROLLUP_TABLES.values())
+# The packed NIC tier (migration 0014, written by compaction, ``nicpack``): per NIC and clock
+# hour, the hour's samples as arrays; day partitions, kept as long as the raw GPU tier.
+NIC_PACK_TABLE = "telemetry_nicpack"
+PACKED_TABLES = (GPU_CHUNK_TABLE, NIC_PACK_TABLE, *GPU_ROLLUP_TABLES.values(),
+                 *JOB_ROLLUP_TABLES.values(), *NODE_ROLLUP_TABLES.values())
 # Metrics a rollup keeps avg, max and min of (the rest: throttle reasons as bit_or, the
 # energy counter as min, max and last). The averages are float4 ("real") except those of
 # double precision metrics (the byte rates), which are float8 like their min and max.

@@ -1,7 +1,8 @@
-"""NIC rollups: per NIC and 1- or 5-minute bucket, recomputed from the raw NIC rows.
+"""NIC rollups: per NIC and 1- or 5-minute bucket, recomputed from the NIC samples.
 
-NIC samples stay raw in their day partitions (no packed tier); the rollups are kept beside
-them so a long range reads a few rows per NIC instead of every sample:
+NIC samples are kept at full resolution (hot rows, then packed per NIC and hour:
+``nicpack``); the rollups are kept beside them so a long range reads a few rows per NIC
+instead of every sample:
 
 1. Ingest marks each (NIC, hour) it writes rows into as *due*
    (``telemetry_nicrollupdue``, one row per pair, ``ON CONFLICT DO NOTHING``): late data
@@ -10,8 +11,8 @@ them so a long range reads a few rows per NIC instead of every sample:
    (the raw rows stay, so neither ``RAW_HOT_MINUTES`` nor the detectors hold it back), oldest
    first, a bounded number per transaction: it deletes them from the due table
    (*returning* them, so one marked again meanwhile waits for the next run) and replaces
-   those (NIC, hour)s' rollup rows with aggregates of their raw rows. Running it twice
-   gives the same rows.
+   those (NIC, hour)s' rollup rows with aggregates of their samples, hot and packed
+   (``telemetry_nic_samples``). Running it twice gives the same rows.
 3. ``series.nic_series`` reads the rollups except for due hours, and the raw rows for the
    due hours and what the rollups cannot answer: a sample is counted once either way.
 
@@ -29,7 +30,6 @@ from clusterui.telemetry.metrics import (
     NIC_METRIC_NAMES,
     NIC_ROLLUP_DUE_TABLE,
     NIC_ROLLUP_TABLES,
-    NIC_SAMPLE_TABLE,
     NODE_ROLLUP_TABLES,
 )
 
@@ -53,8 +53,8 @@ _INSERT = f"""
 INSERT INTO {{table}} (nic_id, bucket, n, {_COLS})
 SELECT s.nic_id, date_bin(%(width)s, s.ts, %(origin)s), count(*), {_AGGS}
 FROM unnest(%(nic)s::int[], %(hour)s::timestamptz[]) AS u(nic_id, hour)
-JOIN {NIC_SAMPLE_TABLE} s
-  ON s.nic_id = u.nic_id AND s.ts >= u.hour AND s.ts < u.hour + interval '1 hour'
+CROSS JOIN LATERAL telemetry_nic_samples(ARRAY[u.nic_id], u.hour,
+                                         u.hour + interval '1 hour') s
 WHERE s.ts >= %(lo)s AND s.ts < %(hi)s
 GROUP BY 1, 2
 """
@@ -107,7 +107,7 @@ def mark_due(cur, pairs) -> None:
 
 def write_hours(pairs: list[tuple[int, dt.datetime]]) -> int:
     """Replace the rollup rows of these (NIC id, hour start) pairs with aggregates of their
-    raw rows, in the caller's transaction; return the 1-minute rows written."""
+    samples, in the caller's transaction; return the 1-minute rows written."""
     if not pairs:
         return 0
     hours = [h for _, h in pairs]

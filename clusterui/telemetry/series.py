@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from clusterui.telemetry import codec, packed, rollupcodec
+from clusterui.telemetry import codec, nicpack, packed, rollupcodec
 from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_METRIC_NAMES,
@@ -47,7 +47,6 @@ from clusterui.telemetry.metrics import (
     NIC_METRIC_NAMES,
     NIC_ROLLUP_DUE_TABLE,
     NIC_ROLLUP_TABLES,
-    NIC_SAMPLE_TABLE,
     ROLLUP_GAUGES,
 )
 
@@ -159,7 +158,9 @@ def _axis(start, end, step) -> tuple[dt.datetime, list[dt.datetime]]:
 
 
 def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimum,
-          sum_over: str | None = None) -> Series:
+          sum_over: str | None = None, table_params: int = 0) -> Series:
+    """``table`` is a table, or a FROM item taking ``table_params`` parameters, which are
+    the keys, the start and the end (``nicpack.SAMPLES``)."""
     step = step or pick_step(start, end, minimum=minimum)
     first, axis = _axis(start, end, step)
     out = Series(start=start, end=end, step=step, ts=axis)
@@ -186,9 +187,10 @@ def _read(table: str, key_col: str, keys, metrics, start, end, step, agg, minimu
             WHERE {key_col} = ANY(%s) AND ts >= %s AND ts < %s
             GROUP BY 1, 2 ORDER BY 1, 2
             """,
-            # Placeholders in text order: the select list, the parts subquery, the WHERE.
+            # Placeholders in text order: the select list, the FROM item (the parts subquery
+            # or the source's), the WHERE.
             [first, step, *([keys, first, end, first, step] if sum_over else []),
-             keys, first, end],
+             *[keys, first, end][:table_params], keys, first, end],
         )
         n = len(axis)
         for key, i, *values in cur.fetchall():
@@ -454,8 +456,8 @@ def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
     metrics = list(metrics)
     step = step or pick_step(start, end, minimum=minimum)
     if step % 60:
-        return _read(NIC_SAMPLE_TABLE, "nic_id", nic_ids, metrics, start, end, step, agg,
-                     minimum)
+        return _read(f"{nicpack.SAMPLES} s", "nic_id", nic_ids, metrics, start, end, step, agg,
+                     minimum, table_params=3)
     first, axis = _axis(start, end, step)
     out = Series(start=start, end=end, step=step, ts=axis)
     keys = sorted(set(nic_ids))
@@ -472,8 +474,8 @@ def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
         selects.append(f"""
             SELECT s.nic_id, {_BUCKET.format(t="s.ts")}, {_hot_parts(metrics, agg)}
             FROM {NIC_ROLLUP_DUE_TABLE} d
-            JOIN {NIC_SAMPLE_TABLE} s ON s.nic_id = d.nic_id AND s.ts >= d.hour
-                 AND s.ts < d.hour + interval '1 hour'
+            CROSS JOIN LATERAL telemetry_nic_samples(ARRAY[d.nic_id], d.hour,
+                                                     d.hour + interval '1 hour') s
             WHERE d.nic_id = ANY(%s) AND d.hour > %s AND d.hour < %s
               AND s.ts >= %s AND s.ts < %s
             GROUP BY 1, 2""")
@@ -481,8 +483,7 @@ def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1)
     if cut < end:
         selects.append(f"""
             SELECT nic_id, {_BUCKET.format(t="ts")}, {_hot_parts(metrics, agg)}
-            FROM {NIC_SAMPLE_TABLE}
-            WHERE nic_id = ANY(%s) AND ts >= %s AND ts < %s
+            FROM {nicpack.SAMPLES}
             GROUP BY 1, 2""")
         params += [first, step, keys, cut, end]
     with connection.cursor() as cur:

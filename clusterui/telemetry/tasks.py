@@ -9,6 +9,7 @@ from clusterui.telemetry.metrics import (
     GPU_CHUNK_TABLE,
     GPU_ROLLUP_TABLES,
     JOB_ROLLUP_TABLES,
+    NIC_PACK_TABLE,
     NIC_ROLLUP_TABLES,
     NODE_ROLLUP_TABLES,
     SAMPLE_TABLES,
@@ -18,12 +19,12 @@ from clusterui.telemetry.metrics import (
 @shared_task(name="clusterui.telemetry.maintain_partitions", ignore_result=True)
 def maintain_partitions():
     """Create the coming days' partitions and drop those past retention: raw samples (hot
-    and packed) after RAW_RETENTION_DAYS, rollups (GPU, job and NIC) after
+    and packed, GPU and NIC) after RAW_RETENTION_DAYS, rollups (GPU, job and NIC) after
     ROLLUP_1M/5M/1H_RETENTION_DAYS."""
     today = timezone.now().date()
     partitions.create_ahead(today, settings.PARTITION_DAYS_AHEAD)
     partitions.drop_older_than(today - dt.timedelta(days=settings.RAW_RETENTION_DAYS),
-                               (*SAMPLE_TABLES, GPU_CHUNK_TABLE))
+                               (*SAMPLE_TABLES, GPU_CHUNK_TABLE, NIC_PACK_TABLE))
     partitions.drop_older_than(today - dt.timedelta(days=settings.ROLLUP_1M_RETENTION_DAYS),
                                (GPU_ROLLUP_TABLES[60], NIC_ROLLUP_TABLES[60]))
     partitions.drop_older_than(today - dt.timedelta(days=settings.ROLLUP_5M_RETENTION_DAYS),

@@ -30,6 +30,23 @@ def as_read_back(w) -> exposition.ReadBack:
     return out
 
 
+def parse(path, *, openmetrics: bool) -> exposition.ReadBack:
+    """The exposition text read back: a GPU's families by metric, a port's as
+    ``nic_<metric>``; OpenMetrics times in seconds, the Prometheus format's in ms."""
+    line = re.compile(r'(gpu|nic)_(\w+)\{node="(\w+)",(?:gpu|nic)="([\w:]+)"\} (\S+) (\S+)$')
+    got: dict = {}
+    for text in path.read_text().splitlines():
+        if text.startswith("#"):
+            continue
+        family, m, node, device, value, ts = line.match(text).groups()
+        metric = m if family == "gpu" else f"nic_{m}"
+        series = got.setdefault(metric, {}).setdefault((node, device), ([], []))
+        series[0].append(round(float(ts) * 1000) if openmetrics else int(ts))
+        series[1].append(float(value))
+    return {m: {k: (np.array(t, np.int64), np.array(v)) for k, (t, v) in s.items()}
+            for m, s in got.items()}
+
+
 def by_metric(checks):
     return {c.metric: c for c in checks}
 
@@ -76,19 +93,7 @@ def test_the_exposition_text_carries_every_value_exactly(tmp_path):
     for openmetrics in (True, False):
         path = tmp_path / f"samples-{openmetrics}.txt"
         written = exposition.write(w, path, openmetrics=openmetrics)
-        got: dict = {}
-        line = re.compile(r'gpu_(\w+)\{node="(\w+)",gpu="(\d+)"\} (\S+) (\S+)$')
-        for text in path.read_text().splitlines():
-            if text.startswith("#"):
-                continue
-            m, node, gpu, value, ts = line.match(text).groups()
-            ts_ms = round(float(ts) * 1000) if openmetrics else int(ts)
-            series = got.setdefault(m, {}).setdefault((node, gpu), ([], []))
-            series[0].append(ts_ms)
-            series[1].append(float(value))
-        read = {m: {k: (np.array(t, np.int64), np.array(v)) for k, (t, v) in s.items()}
-                for m, s in got.items()}
-        checks = exposition.check(w, read)
+        checks = exposition.check(w, parse(path, openmetrics=openmetrics))
         assert all(c.exact for c in checks), exposition.summary(checks)
         assert written == sum(c.expected for c in checks)
     assert path.read_text().count("# TYPE") == 15
@@ -158,19 +163,7 @@ def test_the_exposition_text_carries_every_port_value_exactly(tmp_path):
     w = with_ports()
     path = tmp_path / "samples.om"
     written = exposition.write(w, path, openmetrics=True)
-    line = re.compile(r'(gpu|nic)_(\w+)\{node="(\w+)",(?:gpu|nic)="([\w:]+)"\} (\S+) (\S+)$')
-    got: dict = {}
-    for text in path.read_text().splitlines():
-        if text.startswith("#"):
-            continue
-        family, m, node, device, value, ts = line.match(text).groups()
-        metric = m if family == "gpu" else f"nic_{m}"
-        series = got.setdefault(metric, {}).setdefault((node, device), ([], []))
-        series[0].append(round(float(ts) * 1000))
-        series[1].append(float(value))
-    read = {m: {k: (np.array(t, np.int64), np.array(v)) for k, (t, v) in s.items()}
-            for m, s in got.items()}
-    checks = exposition.check(w, read)
+    checks = exposition.check(w, parse(path, openmetrics=True))
     assert all(c.exact for c in checks), exposition.summary(checks)
     assert written == sum(c.expected for c in checks)
     assert {c.metric for c in checks} >= {"nic_rx_bytes_per_s", "nic_tx_bytes_per_s"}

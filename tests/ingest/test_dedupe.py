@@ -155,11 +155,15 @@ def test_a_resend_of_an_hour_already_packed_is_not_stored_again():
     done = compaction.compact(now)
     assert done.rows == 24 and count("telemetry_gpusample") == 0
     assert count("telemetry_gpuchunk") == 8
-    # Resent after its hour was packed: found in the chunks, not stored again.
+    assert done.nic_rows == 3 and count("telemetry_nicsample") == 0
+    assert count("telemetry_nicpack") == 1
+    # Resent after its hour was packed: found in the chunks and the NIC's packed row, not
+    # stored again.
     again = store(node_batch(boot_id="boot-b", samples=4, start=t0, job=None))
-    assert again.gpu_samples == 8  # only the fourth sample is new
+    assert (again.gpu_samples, again.nic_samples) == (8, 1)  # only the fourth is new
     assert logged("boot-b").duplicate_reasons[dedupe.GPU_REASON] == 24
-    assert count("telemetry_gpusample") == 8
+    assert logged("boot-b").duplicate_reasons[dedupe.NIC_REASON] == 3
+    assert count("telemetry_gpusample") == 8 and count("telemetry_nicsample") == 1
 
 
 def test_chunk_timestamps_match_a_full_decode():

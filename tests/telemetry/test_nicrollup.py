@@ -1,7 +1,7 @@
 """NIC rollups: ingest marks the hours it writes due, compaction recomputes the closed ones
-from the raw rows (values equal SQL over them; late data marks an hour due again; twice
-gives the same rows), series read them for whole-minute steps with the same values as the
-raw rows, and each goes after its retention."""
+from the samples, hot or packed (values equal SQL over them; late data marks an hour due
+again; twice gives the same rows), series read them for whole-minute steps with the same
+values as the samples, and each goes after its retention."""
 
 import datetime as dt
 
@@ -84,8 +84,11 @@ def tables_read(fn):
     with CaptureQueriesContext(connection) as ctx:
         fn()
     sql = " ".join(q["sql"] for q in ctx.captured_queries)
-    return {t for t in ("telemetry_nicrollup1m", "telemetry_nicrollup5m", "telemetry_nicsample",
+    read = {t for t in ("telemetry_nicrollup1m", "telemetry_nicrollup5m", "telemetry_nicsample",
                         "telemetry_nicrollupdue") if t in sql}
+    if "telemetry_nic_samples(" in sql:  # the function reading both sample tiers
+        read |= {"telemetry_nicsample", "telemetry_nicpack"}
+    return read
 
 
 def test_ingest_marks_the_hours_it_writes_due():
@@ -112,14 +115,17 @@ def test_compaction_rolls_up_the_closed_hours_and_the_series_stay_the_same(nics)
 
 def test_the_rollups_equal_sql_over_the_raw_rows(nics):
     closed = NOW
+    wants = {width: fetch(
+        """
+        SELECT nic_id, date_bin(%s, ts, '2000-01-01'), count(*), avg(rx_bytes_per_s),
+               max(rx_bytes_per_s), min(tx_bytes_per_s), avg(tx_bytes_per_s)
+        FROM telemetry_nicsample WHERE ts < %s GROUP BY 1, 2 ORDER BY 1, 2
+        """, [dt.timedelta(seconds=width), closed]) for width in (60, 300)}
+    compaction.compact(NOW)
+    # The hours before the horizon (the last one is within RAW_HOT_MINUTES) packed.
+    assert fetch("SELECT count(*) FROM telemetry_nicpack") == [(2 * 3,)]
     for width, table in ((60, "telemetry_nicrollup1m"), (300, "telemetry_nicrollup5m")):
-        want = fetch(
-            """
-            SELECT nic_id, date_bin(%s, ts, '2000-01-01'), count(*), avg(rx_bytes_per_s),
-                   max(rx_bytes_per_s), min(tx_bytes_per_s), avg(tx_bytes_per_s)
-            FROM telemetry_nicsample WHERE ts < %s GROUP BY 1, 2 ORDER BY 1, 2
-            """, [dt.timedelta(seconds=width), closed])
-        compaction.compact(NOW)
+        want = wants[width]
         got = fetch(f"SELECT nic_id, bucket, n, rx_bytes_per_s_avg, rx_bytes_per_s_max, "
                     f"tx_bytes_per_s_min, tx_bytes_per_s_avg FROM {table} ORDER BY 1, 2")
         assert len(got) == len(want) == 2 * 4 * 3600 // width
@@ -135,18 +141,18 @@ def test_each_step_reads_its_tier(nics):
     def read(step, start=T0, end=closed):
         return lambda: nic_series(ids, METRICS, start, end, step=step)
 
-    assert tables_read(read(10)) == {"telemetry_nicsample"}
-    assert tables_read(read(60)) == {"telemetry_nicrollup1m", "telemetry_nicrollupdue",
-                                     "telemetry_nicsample"}
-    assert tables_read(read(300)) == {"telemetry_nicrollup5m", "telemetry_nicrollupdue",
-                                      "telemetry_nicsample"}
+    raw = {"telemetry_nicsample", "telemetry_nicpack"}  # hot and packed samples
+    assert tables_read(read(10)) == raw
+    assert tables_read(read(60)) == {"telemetry_nicrollup1m", "telemetry_nicrollupdue", *raw}
+    assert tables_read(read(300)) == {"telemetry_nicrollup5m", "telemetry_nicrollupdue", *raw}
     # Whole 5 minutes, then whole minutes, then the last seconds raw.
     tail = read(300, end=closed - dt.timedelta(minutes=7, seconds=25))
     assert tables_read(tail) == {"telemetry_nicrollup5m", "telemetry_nicrollup1m",
-                                 "telemetry_nicrollupdue", "telemetry_nicsample"}
-    # Closed hours come from the rollups alone: without the raw rows, the same values.
+                                 "telemetry_nicrollupdue", *raw}
+    # Closed hours come from the rollups alone: without the samples, the same values.
     want = nic_series(ids, METRICS, T0, closed, step=300).values
     fetch("DELETE FROM telemetry_nicsample WHERE ts < %s RETURNING 1", [closed])
+    assert fetch("DELETE FROM telemetry_nicpack WHERE hour < %s RETURNING 1", [closed])
     assert nic_series(ids, METRICS, T0, closed, step=300).values == want
 
 
@@ -179,7 +185,8 @@ def test_each_nic_rollup_goes_after_its_own_retention(settings):
     old = NOW - dt.timedelta(days=20)
     nic_rows([nic], old, old + dt.timedelta(hours=1))
     assert compaction.compact(NOW).nic_hours == 1
-    counts = ("SELECT (SELECT count(*) FROM telemetry_nicsample), "
+    counts = ("SELECT (SELECT count(*) FROM telemetry_nic_samples("
+              "ARRAY(SELECT id FROM inventory_nic)::int[], '-infinity', 'infinity')), "
               "(SELECT count(*) FROM telemetry_nicrollup1m), "
               "(SELECT count(*) FROM telemetry_nicrollup5m)")
     assert fetch(counts) == [(360, 60, 12)]
