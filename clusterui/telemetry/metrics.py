@@ -82,9 +82,11 @@ GPU_PACKED_ROLLUP_WIDTHS = frozenset(GPU_ROLLUP_TABLES)
 GPU_ROLLUP_BLOB_SPAN = {60: 3600, 300: 3600, 3600: 86400}
 # Per job and hour (the trends page); a 1-minute one was dropped by migration 0010: no reader.
 JOB_ROLLUP_TABLES = {3600: "telemetry_jobrollup1h"}
-# NIC rollups (migration 0005, kept by compaction from the raw NIC rows, which stay), day
-# partitions; and the (NIC, hour)s whose rollups are due (ingest marks them).
-NIC_ROLLUP_TABLES = {60: "telemetry_nicrollup1m", 300: "telemetry_nicrollup5m"}
+# The NIC rollup (migration 0005, kept by compaction from the NIC samples), day partitions;
+# and the (NIC, hour)s whose rollups are due (ingest marks them). Minute steps read the
+# samples: the 1-minute NIC rollup covered the same days and, once the samples were packed,
+# cost more than they did (migration 0015).
+NIC_ROLLUP_TABLES = {300: "telemetry_nicrollup5m"}
 NIC_ROLLUP_DUE_TABLE = "telemetry_nicrollupdue"
 # Per node (migration 0007, written by compaction from the GPU rollups it just wrote): the
 # sums and counts of its GPUs' utilization, SM activity and power per bucket, so that the

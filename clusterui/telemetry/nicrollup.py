@@ -1,8 +1,10 @@
-"""NIC rollups: per NIC and 1- or 5-minute bucket, recomputed from the NIC samples.
+"""NIC rollups: per NIC and 5-minute bucket, recomputed from the NIC samples.
 
 NIC samples are kept at full resolution (hot rows, then packed per NIC and hour:
 ``nicpack``); the rollups are kept beside them so a long range reads a few rows per NIC
-instead of every sample:
+instead of every sample (a 1-minute one was dropped by migration 0015: it covered the same
+days as the samples and, once they were packed, cost more than they did; minute steps read
+the samples):
 
 1. Ingest marks each (NIC, hour) it writes rows into as *due*
    (``telemetry_nicrollupdue``, one row per pair, ``ON CONFLICT DO NOTHING``): late data
@@ -107,7 +109,7 @@ def mark_due(cur, pairs) -> None:
 
 def write_hours(pairs: list[tuple[int, dt.datetime]]) -> int:
     """Replace the rollup rows of these (NIC id, hour start) pairs with aggregates of their
-    samples, in the caller's transaction; return the 1-minute rows written."""
+    samples, in the caller's transaction; return the 5-minute rows written."""
     if not pairs:
         return 0
     hours = [h for _, h in pairs]
@@ -124,7 +126,7 @@ def write_hours(pairs: list[tuple[int, dt.datetime]]) -> int:
             cur.execute(_DELETE.format(table=table), params)
             cur.execute(_INSERT.format(table=table),
                         {**params, "width": dt.timedelta(seconds=width)})
-            if width == 60:
+            if width == 300:
                 written = cur.rowcount
         # The nodes' traffic, for the cluster history (hours start on the hour: the 5-minute
         # buckets of an hour are all in its day's partition).

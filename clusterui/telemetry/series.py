@@ -448,13 +448,18 @@ def _packed_and_hot(acc: _Partials, keys, metrics, first, lo, hi, step, agg) -> 
 
 
 def nic_series(nic_ids, metrics, start, end, *, step=None, agg="avg", minimum=1) -> Series:
-    """NIC metrics: for a step of whole minutes, the NIC rollups (5-minute where the step
-    allows, then 1-minute) for the whole buckets of the range, except the (NIC, hour)s whose
-    rollups are due (the recent hours, late data), which come from the raw rows with what
-    is left at the end, in one statement; other steps read the raw rows."""
+    """NIC metrics: for a step of whole 5 minutes, the 5-minute NIC rollups for the whole
+    buckets of the range, except the (NIC, hour)s whose rollups are due (the recent hours,
+    late data), which come from the samples with what is left at the end, in one
+    statement; other steps read the samples (``telemetry_nic_samples``: hot and packed).
+    A step finer than 5 minutes over a range older than ``RAW_RETENTION_DAYS``, whose
+    samples retention dropped, is read at the next step of whole 5 minutes (the Series says
+    which): the rollup is the finest tier left there."""
     _check(start, end, metrics, NIC_METRIC_NAMES, step)
     metrics = list(metrics)
     step = step or pick_step(start, end, minimum=minimum)
+    if step % 300 and timezone.now() - start > dt.timedelta(days=settings.RAW_RETENTION_DAYS):
+        step = next(s for s in STEPS if s >= step and s % 300 == 0)
     if step % 60:
         return _read(f"{nicpack.SAMPLES} s", "nic_id", nic_ids, metrics, start, end, step, agg,
                      minimum, table_params=3)

@@ -26,7 +26,7 @@ def maintain_partitions():
     partitions.drop_older_than(today - dt.timedelta(days=settings.RAW_RETENTION_DAYS),
                                (*SAMPLE_TABLES, GPU_CHUNK_TABLE, NIC_PACK_TABLE))
     partitions.drop_older_than(today - dt.timedelta(days=settings.ROLLUP_1M_RETENTION_DAYS),
-                               (GPU_ROLLUP_TABLES[60], NIC_ROLLUP_TABLES[60]))
+                               (GPU_ROLLUP_TABLES[60],))
     partitions.drop_older_than(today - dt.timedelta(days=settings.ROLLUP_5M_RETENTION_DAYS),
                                (GPU_ROLLUP_TABLES[300], NIC_ROLLUP_TABLES[300],
                                 NODE_ROLLUP_TABLES[300]))

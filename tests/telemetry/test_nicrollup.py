@@ -84,7 +84,7 @@ def tables_read(fn):
     with CaptureQueriesContext(connection) as ctx:
         fn()
     sql = " ".join(q["sql"] for q in ctx.captured_queries)
-    read = {t for t in ("telemetry_nicrollup1m", "telemetry_nicrollup5m", "telemetry_nicsample",
+    read = {t for t in ("telemetry_nicrollup5m", "telemetry_nicsample",
                         "telemetry_nicrollupdue") if t in sql}
     if "telemetry_nic_samples(" in sql:  # the function reading both sample tiers
         read |= {"telemetry_nicsample", "telemetry_nicpack"}
@@ -120,11 +120,11 @@ def test_the_rollups_equal_sql_over_the_raw_rows(nics):
         SELECT nic_id, date_bin(%s, ts, '2000-01-01'), count(*), avg(rx_bytes_per_s),
                max(rx_bytes_per_s), min(tx_bytes_per_s), avg(tx_bytes_per_s)
         FROM telemetry_nicsample WHERE ts < %s GROUP BY 1, 2 ORDER BY 1, 2
-        """, [dt.timedelta(seconds=width), closed]) for width in (60, 300)}
+        """, [dt.timedelta(seconds=width), closed]) for width in (300,)}
     compaction.compact(NOW)
     # The hours before the horizon (the last one is within RAW_HOT_MINUTES) packed.
     assert fetch("SELECT count(*) FROM telemetry_nicpack") == [(2 * 3,)]
-    for width, table in ((60, "telemetry_nicrollup1m"), (300, "telemetry_nicrollup5m")):
+    for width, table in ((300, "telemetry_nicrollup5m"),):
         want = wants[width]
         got = fetch(f"SELECT nic_id, bucket, n, rx_bytes_per_s_avg, rx_bytes_per_s_max, "
                     f"tx_bytes_per_s_min, tx_bytes_per_s_avg FROM {table} ORDER BY 1, 2")
@@ -143,12 +143,11 @@ def test_each_step_reads_its_tier(nics):
 
     raw = {"telemetry_nicsample", "telemetry_nicpack"}  # hot and packed samples
     assert tables_read(read(10)) == raw
-    assert tables_read(read(60)) == {"telemetry_nicrollup1m", "telemetry_nicrollupdue", *raw}
+    assert tables_read(read(60)) == raw  # minute steps: the samples (no 1-minute rollup)
     assert tables_read(read(300)) == {"telemetry_nicrollup5m", "telemetry_nicrollupdue", *raw}
-    # Whole 5 minutes, then whole minutes, then the last seconds raw.
+    # Whole 5 minutes, then the rest from the samples.
     tail = read(300, end=closed - dt.timedelta(minutes=7, seconds=25))
-    assert tables_read(tail) == {"telemetry_nicrollup5m", "telemetry_nicrollup1m",
-                                 "telemetry_nicrollupdue", *raw}
+    assert tables_read(tail) == {"telemetry_nicrollup5m", "telemetry_nicrollupdue", *raw}
     # Closed hours come from the rollups alone: without the samples, the same values.
     want = nic_series(ids, METRICS, T0, closed, step=300).values
     fetch("DELETE FROM telemetry_nicsample WHERE ts < %s RETURNING 1", [closed])
@@ -172,14 +171,14 @@ def test_late_data_makes_its_hour_due_again(nics):
     assert_same(after, before)
     minute = after[(60, "max")][nics[0].id]["rx_bytes_per_s"][20]
     assert minute == late_max and minute > 5e9
-    assert fetch("SELECT n FROM telemetry_nicrollup1m WHERE nic_id = %s AND bucket = %s",
-                 [nics[0].id, T0 + dt.timedelta(minutes=20)]) == [(9,)]
+    assert fetch("SELECT n FROM telemetry_nicrollup5m WHERE nic_id = %s AND bucket = %s",
+                 [nics[0].id, T0 + dt.timedelta(minutes=20)]) == [(33,)]
 
 
 def test_each_nic_rollup_goes_after_its_own_retention(settings):
     # Each tier's retention longer than the data's age, then shorter, one after the other.
     settings.RAW_RETENTION_DAYS = 14
-    settings.ROLLUP_1M_RETENTION_DAYS = settings.ROLLUP_5M_RETENTION_DAYS = 30
+    settings.ROLLUP_5M_RETENTION_DAYS = 30
     node = rows.node(gpus=1, nics=1, latest=False)
     nic = Nic.objects.get(node=node)
     old = NOW - dt.timedelta(days=20)
@@ -187,19 +186,18 @@ def test_each_nic_rollup_goes_after_its_own_retention(settings):
     assert compaction.compact(NOW).nic_hours == 1
     counts = ("SELECT (SELECT count(*) FROM telemetry_nic_samples("
               "ARRAY(SELECT id FROM inventory_nic)::int[], '-infinity', 'infinity')), "
-              "(SELECT count(*) FROM telemetry_nicrollup1m), "
               "(SELECT count(*) FROM telemetry_nicrollup5m)")
-    assert fetch(counts) == [(360, 60, 12)]
+    assert fetch(counts) == [(360, 12)]
     maintain_partitions()
     partitions.forget_known()
-    assert fetch(counts) == [(0, 60, 12)]  # raw gone after RAW_RETENTION_DAYS
+    assert fetch(counts) == [(0, 12)]  # the samples gone after RAW_RETENTION_DAYS
     hourly = nic_series([nic.id], METRICS, old, old + dt.timedelta(hours=1), step=3600)
     assert hourly.values[nic.id]["rx_bytes_per_s"][0] is not None
-    settings.ROLLUP_1M_RETENTION_DAYS = 10
-    maintain_partitions()
-    partitions.forget_known()
-    assert fetch(counts) == [(0, 0, 12)]
+    # A minute step there is read at 5 minutes, from the rollup left, not drawn blank.
+    minutes = nic_series([nic.id], METRICS, old, old + dt.timedelta(hours=1), step=60)
+    assert minutes.step == 300 and len(minutes.ts) == 12
+    assert None not in minutes.values[nic.id]["rx_bytes_per_s"]
     settings.ROLLUP_5M_RETENTION_DAYS = 10
     maintain_partitions()
     partitions.forget_known()
-    assert fetch(counts) == [(0, 0, 0)]
+    assert fetch(counts) == [(0, 0)]

@@ -39,7 +39,7 @@ def tables(fn) -> set[str]:
     sql = " ".join(q["sql"] for q in ctx.captured_queries)
     return {t for t in ("telemetry_gpurollup1m", "telemetry_gpurollup5m",
                         "telemetry_gpurollup1h", "telemetry_gpuchunk",
-                        "telemetry_nicrollup1m", "telemetry_nicrollup5m") if t in sql}
+                        "telemetry_nicrollup5m") if t in sql}
 
 
 def pattern(width_s: int):
@@ -102,8 +102,7 @@ def test_job_rollups_average_over_the_samples_that_reported_the_metric():
                       270)] * 2
 
 
-@pytest.mark.parametrize("width, table", [(60, "telemetry_nicrollup1m"),
-                                          (300, "telemetry_nicrollup5m")])
+@pytest.mark.parametrize("width, table", [(300, "telemetry_nicrollup5m")])
 def test_nic_rollups_average_over_the_samples_that_reported_the_metric(width, table):
     node = rows.node(gpus=1, nics=1, latest=False)
     nic = Nic.objects.get(node=node)
