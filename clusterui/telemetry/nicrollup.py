@@ -10,12 +10,13 @@ the samples):
    (``telemetry_nicrollupdue``, one row per pair, ``ON CONFLICT DO NOTHING``): late data
    and spool replays mark an old hour due again.
 2. Compaction (``take_due`` and ``write_hours``) takes the due hours that have closed
-   (the raw rows stay, so neither ``RAW_HOT_MINUTES`` nor the detectors hold it back), oldest
+   (it reads the samples in either tier, so neither ``RAW_HOT_MINUTES`` nor the detectors
+   hold it back), oldest
    first, a bounded number per transaction: it deletes them from the due table
    (*returning* them, so one marked again meanwhile waits for the next run) and replaces
    those (NIC, hour)s' rollup rows with aggregates of their samples, hot and packed
    (``telemetry_nic_samples``). Running it twice gives the same rows.
-3. ``series.nic_series`` reads the rollups except for due hours, and the raw rows for the
+3. ``series.nic_series`` reads the rollups except for due hours, and the samples for the
    due hours and what the rollups cannot answer: a sample is counted once either way.
 
 Rollup columns: ``n`` samples; per metric ``<m>_avg`` (over the samples where it is not
