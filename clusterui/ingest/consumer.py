@@ -32,6 +32,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 from clusterui.ingest import deadletter, inventory_cache, messages
 from clusterui.ingest.auth import check_signature, key_id_of, open_batch
+from clusterui.ingest.prepare import prepare
 from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.tasks import INGEST_TASK, record_rejection
 from clusterui.ingest.validate import Batch, BatchRejected, validate_batch
@@ -318,6 +319,9 @@ class Consumer:
             if refusal is not None:
                 self._refuse(envelope, refusal, result)
                 continue
+            # What the writer can compute of the batch alone is computed here, in the
+            # flush's thread, not in the storing thread that holds the transaction open.
+            prepare(item.batch)
             item.batch.key_id = key_id
             item.batch.signature_version = signing.version_of(arg) or 0  # 0: unsigned
             b = item.batch

@@ -71,6 +71,8 @@ class Batch:
     signature_version: int = 0
     rejected: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    # What the writer computes of the batch alone (``prepare.Prepared``), once made.
+    prepared: object = field(default=None, repr=False, compare=False)
 
     def reject(self, reason: str, example: str) -> None:
         self.rejected[reason] += 1

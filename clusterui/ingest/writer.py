@@ -28,8 +28,9 @@ from django.db import IntegrityError, connection, transaction
 from clusterui.fabric import store as fabric_store
 from clusterui.findings.late import LATE_LOCK_KEY
 from clusterui.gpuhealth.store import store_health
-from clusterui.ingest import dedupe, inventory_cache
-from clusterui.ingest.validate import Batch, row_time
+from clusterui.ingest import dedupe, inventory_cache, prepare
+from clusterui.ingest.prepare import Prepared
+from clusterui.ingest.validate import Batch
 from clusterui.telemetry import nicrollup, partitions, pgcopy
 from clusterui.telemetry.metrics import (
     GPU_METRIC_NAMES,
@@ -68,75 +69,18 @@ class StoreResult:
     duplicates: int = 0  # samples and events already stored (another boot id, a resend)
 
 
-def _dt(ts: float | None) -> dt.datetime | None:
-    # Adding a timedelta is several times faster than fromtimestamp(ts, UTC).
-    return None if ts is None else _EPOCH + dt.timedelta(seconds=ts)
-
-
+_dt = prepare.dt_of
+_pg_micros = prepare.pg_micros
+_span = prepare.span
+_SECTIONS = prepare.SECTIONS
 _PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=UTC)
-_PG_EPOCH_UNIX = 946_684_800.0
-
-
 _HOUR_US = 3_600_000_000
 # Rows per slice of a sample COPY (``_copy``).
 _COPY_SLICE_ROWS = 4096
 
 
-_NUMPY_FROM = 64  # rows from which ``_pg_micros`` goes through numpy
-
-
-def _pg_micros(stamps) -> list[int]:
-    """Unix seconds -> microseconds since 2000-01-01 UTC (a binary timestamptz), rounded
-    half to even like a datetime. The same float64 arithmetic either way (``round`` of a
-    float rounds half to even, as ``rint`` does); numpy only where its fixed cost per call
-    pays (a node-sized batch's 8 rows took three times as long through it, measured)."""
-    if len(stamps) < _NUMPY_FROM:
-        return [round((float(t) - _PG_EPOCH_UNIX) * 1e6) for t in stamps]
-    micros = np.rint((np.asarray(stamps, dtype=np.float64) - _PG_EPOCH_UNIX) * 1e6)
-    return micros.astype(np.int64).tolist()
-
-
 def _from_pg_micros(micros: int) -> dt.datetime:
     return _PG_EPOCH + dt.timedelta(microseconds=micros)
-
-
-def _span(batch: Batch) -> tuple[float | None, float | None]:
-    """The batch's first and last data time (samples and events)."""
-    lo = hi = None
-    for rows in (batch.gpu_rows, batch.nic_rows, batch.job_rows, batch.events):
-        if not rows:
-            continue
-        stamps = [r["ts"] for r in rows] if rows is batch.events else list(map(row_time, rows))
-        a, b = min(stamps), max(stamps)
-        lo = a if lo is None or a < lo else lo
-        hi = b if hi is None or b > hi else hi
-    return lo, hi
-
-
-_DAY_S = 86_400
-_SECTIONS = (("gpu_samples", "gpu_rows"), ("nic_samples", "nic_rows"),
-             ("job_samples", "job_rows"))
-
-
-def _days(batches: list[Batch]) -> set[dt.date]:
-    """The days the batches' samples fall on (events are not partitioned). A batch
-    spanning at most two days takes its span's days; a wider one (a back-fill) the days
-    its rows are actually on, never every day in between."""
-    days = set()
-    for batch in batches:
-        stamps = list(chain.from_iterable(map(row_time, getattr(batch, attr)) for _s, attr in _SECTIONS))
-        if not stamps:
-            continue
-        lo, hi = min(stamps), max(stamps)
-        if hi - lo <= 2 * _DAY_S:
-            day, last = _dt(lo).date(), _dt(hi).date()
-            while day <= last:
-                days.add(day)
-                day += dt.timedelta(days=1)
-        else:
-            for n in np.unique(np.floor_divide(np.asarray(stamps, np.float64), _DAY_S)):
-                days.add((_EPOCH + dt.timedelta(days=int(n))).date())
-    return days
 
 
 def _refuse_outside(batch: Batch, first: dt.date, last: dt.date) -> bool:
@@ -181,14 +125,14 @@ def store_batches(batches: list[Batch], *, received_at: dt.datetime | None = Non
         return []
     received_at = received_at or dt.datetime.now(UTC)
     window = partitions.ingest_window()
-    spans = [_span(b) for b in batches]
+    spans = [Prepared.of(b).span for b in batches]
     first = dt.datetime.combine(window[0], dt.time(), tzinfo=UTC)
     for i, (batch, (lo, hi)) in enumerate(zip(batches, spans, strict=True)):
         # Cheap test first (the span): only a batch reaching outside is looked at per row.
         if lo is not None and (_dt(lo) < first or _dt(hi).date() > window[1]) \
                 and _refuse_outside(batch, *window):
-            spans[i] = _span(batch)
-    days = _days(batches)
+            spans[i] = Prepared.of(batch).span  # its rows changed: prepared again
+    days = set().union(*(Prepared.of(b).days for b in batches))
     partitions.ensure_partitions(days, window=window)
     try:
         return _store(batches, spans, received_at)
@@ -257,19 +201,20 @@ def _store(batches: list[Batch], spans, received_at: dt.datetime) -> list[StoreR
             # Column-wise, at C speed: batch-local references become database ids, times
             # become PostgreSQL's microseconds.
             # Kept as columns (``dedupe.Pending`` makes rows only of late batches).
+            # (``prepare``: done where the batch was validated, by the bulk consumer.)
+            prep = Prepared.of(batch)
             g = n = j = ()
-            if batch.gpu_rows:
-                ts, gpu, job, *values = zip(*batch.gpu_rows, strict=True)
-                g = [_pg_micros(ts), list(map(gpu_ids.__getitem__, gpu)),
-                     list(map(job_ids.get, job)), *values]
-            if batch.nic_rows:
-                ts, nic, *values = zip(*batch.nic_rows, strict=True)
-                n = [_pg_micros(ts), list(map(nic_ids.__getitem__, nic)), *values]
+            if prep.gpu:
+                ts, gpu, job, *values = prep.gpu
+                g = [ts, list(map(gpu_ids.__getitem__, gpu)), list(map(job_ids.get, job)),
+                     *values]
+            if prep.nic:
+                ts, nic, *values = prep.nic
+                n = [ts, list(map(nic_ids.__getitem__, nic)), *values]
             fabric_rows.extend((r[0], nic_ids[r[1]], *r[2:]) for r in batch.fabric_rows)
-            if batch.job_rows:
-                ts, job, *values = zip(*batch.job_rows, strict=True)
-                j = [_pg_micros(ts), list(map(job_ids.__getitem__, job)),
-                     [node_id] * len(ts), *values]
+            if prep.job:
+                ts, job, *values = prep.job
+                j = [ts, list(map(job_ids.__getitem__, job)), [node_id] * len(ts), *values]
             events_stored_before = _insert_events(cur, batch, gpu_ids, batch_id)
             store_health(cur, batch.gpu_health, gpu_ids)
             span_us = _pg_micros([lo, hi]) if lo is not None else (None, None)
@@ -715,7 +660,12 @@ def _columns(names: tuple[str, ...], kinds: tuple[str, ...], parts: list) -> lis
             return parts[0][j] if len(parts) == 1 else chain.from_iterable(c[j] for c in parts)
 
         if kind in ("float4", "float8"):
-            out.append((name, kind, np.fromiter(values(), np.float64, n), None))  # None: NaN
+            arrays = [c[j] for c in parts]
+            if all(type(a) is np.ndarray for a in arrays):  # prepared: float64 already
+                column = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+            else:
+                column = np.fromiter(values(), np.float64, n)  # None: NaN
+            out.append((name, kind, column, None))
             continue
         try:
             out.append((name, kind, np.fromiter(values(), np.int64, n), None))

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from clusterui.ingest import dedupe
+from clusterui.ingest import dedupe, prepare
 from clusterui.ingest.models import IngestBatch
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batch, store_batches
@@ -211,18 +211,25 @@ def test_a_sample_five_years_old_is_refused_without_creating_partitions(capsys):
                           "store_seconds": round(seconds, 4)}))
 
 
-def test_the_writer_refuses_what_validation_let_through_outside_its_window():
+@pytest.mark.parametrize("prepared", [False, True], ids=["as-the-task", "as-the-consumer"])
+def test_the_writer_refuses_what_validation_let_through_outside_its_window(prepared):
     """Defence in depth: a batch validated with a longer retention than the writer's (a
-    caller that got the settings wrong) still creates no partition for an old day."""
+    caller that got the settings wrong) still creates no partition for an old day. The
+    bulk consumer prepares each batch's columns before the writer sees it: those made
+    with the refused row are made again without it."""
     now = time.time()
-    envelope = node_batch(boot_id="old-writer", samples=1, gpus=2, start=now - 60, job=None)
+    boot = f"old-writer-{prepared}"
+    envelope = node_batch(boot_id=boot, samples=1, gpus=2, start=now - 60, job=None)
     ancient = now - 400 * 86_400
     envelope["gpu_samples"]["rows"][0][0] = ancient
     batch = validate_batch(envelope, retention_days=3650, max_span_s=10 ** 9)
     assert not batch.rejected
+    if prepared:
+        prepare.prepare(batch)
+        assert prepare.Prepared.of(batch).span[0] == ancient
     result = store_batch(batch)
     assert result.gpu_samples == 1 and result.rejected == 1
-    (reason,) = logged("old-writer").rejected_reasons
+    (reason,) = logged(boot).rejected_reasons
     assert reason.startswith("gpu_samples: ts older than the raw retention")
     with connection.cursor() as cur:
         cur.execute("SELECT to_regclass(%s)", [partitions.partition_name(

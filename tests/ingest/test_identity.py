@@ -15,6 +15,7 @@ from django.db.models import Count
 
 from clusterui.ingest.auth import check_signature, forget_keys
 from clusterui.ingest.models import IngestBatch, IngestKey, RejectedBatch
+from clusterui.ingest.prepare import prepare
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batches
 from clusterui.inventory.models import Gpu, Node
@@ -62,6 +63,7 @@ def ingest(envelope: dict):
         return refusal
     batch = validate_batch(envelope, max_rows=settings.INGEST_MAX_ROWS,
                            max_future_s=settings.INGEST_MAX_FUTURE_S)
+    prepare(batch)  # as the consumer does: the writer must notice the refused GPUs' rows
     batch.key_id = envelope["signature"]["key_id"]
     return store_batches([batch])[0]
 
