@@ -61,6 +61,10 @@ def _days(lo: float, hi: float, stamps) -> frozenset[dt.date]:
     spanning at most two days takes its span's days; a wider one (a back-fill) the days
     its rows are actually on (``stamps``, read only then), never every day in between."""
     if hi - lo <= 2 * _DAY_S:
+        number = int(lo // _DAY_S)
+        if number == int(hi // _DAY_S) and lo - number * _DAY_S >= 1 \
+                and hi - number * _DAY_S <= _DAY_S - 1:
+            return _day(number)  # one day, a second or more from either midnight
         # Through a datetime, which rounds to the microsecond as the stored time does (a
         # sample 0.4 us before midnight is stored on the next day).
         day, last = dt_of(lo).date(), dt_of(hi).date()
@@ -73,6 +77,19 @@ def _days(lo: float, hi: float, stamps) -> frozenset[dt.date]:
         return frozenset(out)
     return frozenset((_EPOCH + dt.timedelta(days=int(n))).date() for n in np.unique(
         np.floor_divide(np.fromiter(stamps(), np.float64), _DAY_S)))
+
+
+_DAYS: dict[int, frozenset[dt.date]] = {}
+
+
+def _day(number: int) -> frozenset[dt.date]:
+    """{the date of day ``number`` since the Unix epoch}, remembered (batches share days)."""
+    day = _DAYS.get(number)
+    if day is None:
+        if len(_DAYS) >= 1000:
+            _DAYS.clear()
+        day = _DAYS[number] = frozenset(((_EPOCH + dt.timedelta(days=number)).date(),))
+    return day
 
 
 class Prepared:

@@ -126,11 +126,12 @@ def store_batches(batches: list[Batch], *, received_at: dt.datetime | None = Non
     received_at = received_at or dt.datetime.now(UTC)
     window = partitions.ingest_window()
     spans = [Prepared.of(b).span for b in batches]
-    first = dt.datetime.combine(window[0], dt.time(), tzinfo=UTC)
+    # The window in Unix seconds, compared as ``_refuse_outside`` compares each row.
+    first = (dt.datetime.combine(window[0], dt.time(), tzinfo=UTC) - _EPOCH).total_seconds()
+    end = first + ((window[1] - window[0]).days + 1) * 86_400
     for i, (batch, (lo, hi)) in enumerate(zip(batches, spans, strict=True)):
         # Cheap test first (the span): only a batch reaching outside is looked at per row.
-        if lo is not None and (_dt(lo) < first or _dt(hi).date() > window[1]) \
-                and _refuse_outside(batch, *window):
+        if lo is not None and (lo < first or hi >= end) and _refuse_outside(batch, *window):
             spans[i] = Prepared.of(batch).span  # its rows changed: prepared again
     days = set().union(*(Prepared.of(b).days for b in batches))
     partitions.ensure_partitions(days, window=window)
