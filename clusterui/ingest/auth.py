@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from clusterui.ingest import validate
+from clusterui.ingest import typed_decode, validate
 from clusterui.ingest.models import IngestKey
 from collectors import signing
 
@@ -99,7 +99,7 @@ def open_batch(arg) -> tuple[object, str | None, str]:
     from clusterui.ingest.messages import loads  # messages imports tasks, which imports us
 
     try:
-        envelope = loads(text)
+        envelope = typed_decode.decode(text, loads)
     except ValueError as exc:
         return arg, f"{signing.BODY}: the signed text is not JSON ({exc})", ""
     # Always, verified or not: the cluster whose keys were looked up is the batch's own.

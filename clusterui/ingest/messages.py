@@ -20,7 +20,7 @@ class NotIngestMessage(ValueError):
     """An item that is not a ``clusterui.ingest`` call: set aside with this reason."""
 
 
-def loads(data: bytes | str, *, exact: bool = False):
+def loads(data: bytes | memoryview | str, *, exact: bool = False):
     """JSON as a producer may write it, whatever is inside.
 
     orjson first (fast). What it refuses or cannot hold exactly is read again by Python's
@@ -37,6 +37,8 @@ def loads(data: bytes | str, *, exact: bool = False):
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
+    if isinstance(data, memoryview):  # a member of a larger text (``typed_decode``)
+        data = data.tobytes()
     text = data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
     try:
         return json.loads(text)

@@ -21,6 +21,7 @@ from django.conf import settings
 from clusterui.fabric.metrics import FABRIC_METRICS
 from clusterui.fabric.store import split_rows
 from clusterui.gpuhealth.validate import validate_health
+from clusterui.ingest.typed_decode import TypedRows
 from clusterui.inventory.choices import NicKind
 from clusterui.jobs.choices import ExitState, Scheduler
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
@@ -571,6 +572,9 @@ class _Layout:
     hi: tuple[float, ...]
     reals: tuple[int, ...]  # positions in ``columns``
     integers: tuple[int, ...]
+    # The fields are exactly a clean row's order (time, reference, job, every metric in
+    # order, nothing else): a clean row is the row as sent.
+    canonical: bool
 
 
 _LAYOUTS: dict[tuple, "_Layout | str"] = {}
@@ -609,7 +613,10 @@ def _layout(name: str, fields, ref_field: str, metrics: tuple[Metric, ...],
             columns=tuple(at for _m, at in present),
             lo=tuple(m.lo for m, _at in present), hi=tuple(m.hi for m, _at in present),
             reals=tuple(i for i, (m, _at) in enumerate(present) if not m.integer),
-            integers=tuple(i for i, (m, _at) in enumerate(present) if m.integer))
+            integers=tuple(i for i, (m, _at) in enumerate(present) if m.integer),
+            canonical=[position["ts"], position[ref_field],
+                       *([position.get("job")] if with_job else []),
+                       *(at for _m, at in plan)] == list(range(len(fields))))
     if key is not None:
         if len(_LAYOUTS) >= 1000:
             _LAYOUTS.clear()
@@ -625,23 +632,31 @@ def _clean_rows(rows, layout: _Layout, ref_is_job, known, jobs,
     per column, and no fixed cost per column that outweighs a small section (numpy's did:
     a node-sized batch has 8 rows). None as soon as anything is unusual, and the row-by-row
     check below then finds exactly what and where. Same rows as that check for every row
-    it accepts (an integer in a real column may stay an int)."""
+    it accepts (an integer in a real column may stay an int). Rows the typed decoder passed
+    (``typed_decode.TypedRows``) skip the checks of types and bounds it made; the time
+    window, the references and duplicates are checked all the same."""
     if not FAST_PATH:
         return None
-    if set(map(type, rows)) != {list} or set(map(len, rows)) != {layout.width}:
+    # Rows the typed decoder passed (``typed_decode``): their types and the metrics' bounds
+    # are checked already; what depends on this batch (the time window, the references)
+    # is checked here all the same.
+    typed = type(rows) is TypedRows
+    if not typed and (set(map(type, rows)) != {list}
+                      or set(map(len, rows)) != {layout.width}):
         return None
+    if not rows:
+        return []
     cols = list(zip(*rows, strict=True))
     ts = cols[layout.ts_at]
-    types = set(map(type, ts))
+    types = {float} if typed else set(map(type, ts))
     if not types <= _NUMBER or not _finite_within(ts, window.oldest, window.newest):
         return None
     if int in types:
         ts = tuple(map(float, ts))
     refs = cols[layout.ref_at]
-    if ref_is_job:
-        if set(map(type, refs)) != {str} or not set(refs) <= known.keys():
-            return None
-    elif set(map(type, refs)) != {int} or not set(refs) <= known.keys():
+    if not typed and set(map(type, refs)) != ({str} if ref_is_job else {int}):
+        return None
+    if not set(refs) <= known.keys():
         return None
     if len(set(zip(refs, ts, strict=True))) != len(rows):
         return None
@@ -651,12 +666,15 @@ def _clean_rows(rows, layout: _Layout, ref_is_job, known, jobs,
             out_cols.append(repeat(None, len(rows)))
         else:
             job_col = cols[layout.job_at]
-            if not set(map(type, job_col)) <= {str, _NONE}:
+            if not typed and not set(map(type, job_col)) <= {str, _NONE}:
                 return None
             if not set(job_col) - {None} <= jobs.keys():
                 return None
             out_cols.append(job_col)
-    if layout.columns:
+    if typed:
+        if layout.canonical:
+            return list(rows)
+    elif layout.columns:
         metric_cols = [cols[at] for at in layout.columns]
         reals = [metric_cols[i] for i in layout.reals]
         # Only numbers (and null) in the real columns, only ints (and null) in the integer
@@ -741,6 +759,8 @@ def _samples(batch, name, section, ref_field, known, metrics: tuple[Metric, ...]
     if clean is not None:
         out.extend(clean)
         return
+    if type(rows) is TypedRows:  # the row-by-row check takes rows as sent: lists
+        rows = list(map(list, rows))
     seen: set = set()
     for i, row in enumerate(rows):
         where = _Where(i)
