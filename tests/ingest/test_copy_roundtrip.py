@@ -189,3 +189,38 @@ def test_a_value_copy_cannot_encode_fails_the_flush_rather_than_wrapping(clean_s
     with pytest.raises(OverflowError):
         store_batches([batch])
     assert _stored("gpu-of") == ({}, {}, {})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sealed_batches_through_the_queue_come_back_as_sent(broker, clean_samples):
+    """The same every-column check for batches as a collector sends them: sealed
+    (signature version 2), through the real queue and the bulk consumer, whose sample rows
+    are decoded typed (``typed_decode``: ints in real columns become floats there, values
+    with every digit kept)."""
+    from clusterui.ingest import messages, typed_decode
+    from clusterui.ingest.auth import forget_keys
+    from clusterui.ingest.consumer import Consumer
+    from clusterui.ingest.models import IngestKey
+    from clusterui.ingest.queue import ReliableQueue
+    from collectors import signing
+    from tests.services import publish
+
+    secret = "roundtrip-cluster-secret-0123456789"
+    IngestKey.objects.create(cluster="test", key_id="rt", secret=secret)
+    forget_keys()
+    envs = {f"gpu-sl{i}": _envelope(f"gpu-sl{i}", seed=10 + i) for i in range(3)}
+    sealed = [signing.node_signer("rt", secret)(env) for env in envs.values()]
+    for one in sealed:  # the path under test is the one taken
+        decoded = typed_decode.decode(one[signing.BODY], messages.loads)
+        for section in typed_decode.SECTIONS:
+            assert type(decoded[section]["rows"]) is typed_decode.TypedRows
+    publish(*sealed)
+    try:
+        c = Consumer(queue=ReliableQueue(broker, "ingest", ttl_s=60))
+        result = c.flush(c.queue.take(500, block_s=0))
+        c.queue.ack()
+    finally:
+        forget_keys()
+    assert (result.stored, result.refused, result.dead_lettered) == (3, 0, 0)
+    for name, env in envs.items():
+        assert _stored(name) == _expected(env)
