@@ -132,8 +132,10 @@ def decode(text: str | bytes, loads):
         return loads(text)
     try:
         members = _ENVELOPE.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError):
-        # Not a JSON object, a member or section that is unusual: read as before.
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeError, RecursionError):
+        # Not a JSON object, a member or section that is unusual, nesting deeper than
+        # msgspec follows (about 1,000 levels, where the plain parsers go further): read as
+        # before.
         return loads(text)
     out = {}
     try:
@@ -161,7 +163,7 @@ def _section(name: str, section: _Section, loads) -> dict:
         try:
             out["rows"] = TypedRows(decoder.decode(section.rows))
             return out
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             pass  # some row is unusual: validation finds which, and why
     out["rows"] = loads(memoryview(section.rows))
     return out

@@ -166,6 +166,30 @@ def test_any_unusual_shape_is_judged_as_before(change):
     assert from_typed == from_plain
 
 
+@pytest.mark.parametrize("depth", [900, 1_000, 5_000, 100_000])
+@pytest.mark.parametrize("where", ["a member", "a row", "a metric"])
+def test_nesting_deeper_than_msgspec_follows_is_judged_as_before(where, depth):
+    """msgspec gives up at about 1,000 levels with a RecursionError, where the plain
+    parsers follow further: the text is then read plainly, never raised out of decoding
+    (which would set the batch aside instead of refusing it with its reason)."""
+    envelope = _large()
+    if where == "a member":
+        envelope["events"] = 271828.5
+    elif where == "a row":
+        envelope["gpu_samples"]["rows"][5] = 271828.5
+    else:
+        envelope["gpu_samples"]["rows"][5][4] = 271828.5
+    text = json.dumps(envelope).replace("271828.5", "[" * depth + "]" * depth)
+    try:
+        plain = _validated(messages.loads(text))
+    except ValueError as exc:  # deeper than any parser follows: the text is refused whole
+        with pytest.raises(ValueError) as typed:
+            typed_decode.decode(text, messages.loads)
+        assert str(typed.value) == str(exc) == "nested deeper than the parser can follow"
+        return
+    assert _validated(typed_decode.decode(text, messages.loads)) == plain
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutations=st.lists(st.tuples(
     st.tuples(st.sampled_from(["gpu_samples", "nic_samples", "job_samples"]),
