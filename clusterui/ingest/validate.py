@@ -21,7 +21,7 @@ from django.conf import settings
 from clusterui.fabric.metrics import FABRIC_METRICS
 from clusterui.fabric.store import split_rows
 from clusterui.gpuhealth.validate import validate_health
-from clusterui.ingest.typed_decode import TypedRows
+from clusterui.ingest.typed_decode import MAX_FIELDS, TypedRows
 from clusterui.inventory.choices import NicKind
 from clusterui.jobs.choices import ExitState, Scheduler
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS, Metric
@@ -587,7 +587,7 @@ def _layout(name: str, fields, ref_field: str, metrics: tuple[Metric, ...],
     try:
         # Remembered only for a list of a plausible length: a hostile one of a million
         # fields is judged each time, not kept.
-        key = (name, *fields) if type(fields) is list and len(fields) <= 256 else None
+        key = (name, *fields) if type(fields) is list and len(fields) <= MAX_FIELDS else None
         hit = _LAYOUTS.get(key) if key is not None else None
     except TypeError:  # a field that is not hashable (a list): not a list of names
         key = hit = None
@@ -637,9 +637,6 @@ def _clean_rows(rows, layout: _Layout, ref_is_job, known, jobs,
     window, the references and duplicates are checked all the same."""
     if not FAST_PATH:
         return None
-    # Rows the typed decoder passed (``typed_decode``): their types and the metrics' bounds
-    # are checked already; what depends on this batch (the time window, the references)
-    # is checked here all the same.
     typed = type(rows) is TypedRows
     if not typed and (set(map(type, rows)) != {list}
                       or set(map(len, rows)) != {layout.width}):

@@ -12,6 +12,11 @@ import struct
 import pytest
 from django.db import connection
 
+from clusterui.ingest import messages, typed_decode
+from clusterui.ingest.auth import forget_keys
+from clusterui.ingest.consumer import Consumer
+from clusterui.ingest.models import IngestKey
+from clusterui.ingest.queue import ReliableQueue
 from clusterui.ingest.validate import validate_batch
 from clusterui.ingest.writer import store_batches
 from clusterui.telemetry.metrics import (
@@ -23,7 +28,9 @@ from clusterui.telemetry.metrics import (
     NIC_METRICS,
 )
 from clusterui.telemetry.models import GpuLatest, NicLatest
+from collectors import signing
 from tests.factories import node_batch, recent_start
+from tests.services import publish
 
 START = recent_start()
 AWKWARD = [4093975977.3472037, 1 / 3, 2 / 3, 0.1, 1e-300, 5e-324, 123456789.98765433]
@@ -197,14 +204,6 @@ def test_sealed_batches_through_the_queue_come_back_as_sent(broker, clean_sample
     (signature version 2), through the real queue and the bulk consumer, whose sample rows
     are decoded typed (``typed_decode``: ints in real columns become floats there, values
     with every digit kept)."""
-    from clusterui.ingest import messages, typed_decode
-    from clusterui.ingest.auth import forget_keys
-    from clusterui.ingest.consumer import Consumer
-    from clusterui.ingest.models import IngestKey
-    from clusterui.ingest.queue import ReliableQueue
-    from collectors import signing
-    from tests.services import publish
-
     secret = "roundtrip-cluster-secret-0123456789"
     IngestKey.objects.create(cluster="test", key_id="rt", secret=secret)
     forget_keys()
