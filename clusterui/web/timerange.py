@@ -88,6 +88,16 @@ def parse_or_default(params, *, default: str = "1h", now=None) -> tuple[TimeRang
         return parse({}, default=default, now=now), str(exc)
 
 
+def as_query(tr: TimeRange, params) -> str:
+    """The range ``tr`` (read from ``params``) as a query string that another page with a
+    range picker reads as the same range: its preset (the default one too), or the custom
+    start and end as given."""
+    if tr.preset is not None:
+        return urlencode({"range": tr.preset})
+    return urlencode([(k, params[k].strip()) for k in ("from", "to")
+                      if (params.get(k) or "").strip()])
+
+
 def without_range(params) -> str:
     """The query string minus the range parameters (and the page number), for the
     picker's links to keep a page's other filters."""

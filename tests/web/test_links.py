@@ -47,3 +47,39 @@ def test_the_grouping_toggle_switches_to_accounts(client_for):
     response = client.get(url + link)
     assert response.context["group"] == "account"
     assert [r["name"] for r in response.context["rows"]] == ["nlp"]
+
+
+def _local(ago_min: int) -> str:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    return (timezone.localtime() - dt.timedelta(minutes=ago_min)).strftime("%Y-%m-%dT%H:%M")
+
+
+@pytest.mark.parametrize("query, expected", [
+    ({"metric": "sm", "range": "6h"}, {"range": ["6h"]}),
+    ({"metric": "sm"}, {"range": ["24h"]}),  # the overview's default range, said outright
+    ({"from": _local(120), "to": _local(5), "metric": "sm"},
+     {"from": [_local(120)], "to": [_local(5)]}),
+])
+def test_the_overviews_usage_link_opens_the_users_page_on_the_same_range(
+        client_for, query, expected):
+    """The link under the most wasteful users carries the overview's range, and nothing of
+    the overview's own (its heat map's metric ran into the range: "?metric=smrange=1h")."""
+    from urllib.parse import parse_qs, urlsplit
+
+    node = f.node()
+    f.job("alice", gpus=list(node.gpus.all()), efficiency={"allocated": 10, "used": 2},
+          external_id="1")
+    client = client_for("staff")
+    home = client.get(reverse("home"), query)
+    assert home.context["range_error"] is None
+    link = href(home.content.decode(), "Usage by user and account")
+    assert urlsplit(link).path == reverse("users")
+    assert parse_qs(urlsplit(link).query) == expected
+    users = client.get(link)
+    assert users.status_code == 200 and users.context["range_error"] is None
+    shown, asked = users.context["range"], home.context["range"]
+    assert (shown.preset, shown.start.replace(second=0, microsecond=0)) == (
+        asked.preset, asked.start.replace(second=0, microsecond=0))

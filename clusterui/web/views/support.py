@@ -20,6 +20,7 @@ def range_context(request, tr: timerange.TimeRange, error: str | None, *,
         "range_error": error,
         "range_presets": [(p, timerange.PRESET_LABELS[p]) for p in presets],
         "range_keep": timerange.without_range(request.GET),
+        "range_query": timerange.as_query(tr, request.GET),  # the range alone, for links
         "range_keep_items": [(k, v) for k in request.GET for v in request.GET.getlist(k)
                              if k not in (*timerange.PARAMS, "page")],
         "range_whole": whole,
