@@ -17,7 +17,9 @@ receive errors; a link error recovery a minute while it errs). Ethernet rows car
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -109,6 +111,32 @@ def build(*, run: str, cluster: str, end: float, seed: int = 7,
     return plan
 
 
+def _rounded(values: np.ndarray, digits: int | None) -> list:
+    """``[round(float(v), digits) for v in values]`` (nested lists for a 2-D array), the
+    same values at numpy's speed. ``rint(v * 10**digits) / 10**digits`` is Python's
+    correctly rounded result wherever the scaled value is not within the product's rounding
+    error of a half (the division then gives the double nearest the same decimal); the few
+    that are near a half are rounded by Python itself. ``None`` digits: ints, as
+    ``round(v)`` gives (no product, so no fix-up)."""
+    values = np.asarray(values, dtype=np.float64)
+    if digits is None:  # rint is exact, and rounds half to even as round does
+        return np.rint(values).astype(np.int64).tolist()
+    scale = 10.0 ** digits
+    scaled = values * scale  # within half an ulp (|scaled| * 2**-53) of the exact product
+    near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= np.abs(scaled) * 2.0 ** -50
+    out = (np.rint(scaled) / scale).tolist()
+    if near_half.any():
+        flat, rows = values.reshape(-1), None
+        for at in np.flatnonzero(near_half).tolist():
+            exact = round(float(flat[at]), digits)
+            if values.ndim == 1:
+                out[at] = exact
+            else:
+                rows = rows or values.shape[1]
+                out[at // rows][at % rows] = exact
+    return out
+
+
 def _feed(plan: Plan, job: MatrixJob, node: str, rank: int, rng) -> NodeFeed:
     case, rate = job.case, job.rate
     seconds = int(duration_s(job.shape, case))
@@ -154,32 +182,46 @@ def _feed(plan: Plan, job: MatrixJob, node: str, rank: int, rng) -> NodeFeed:
             "started_at": float(start), "ended_at": None, "gpus": list(range(case.gpus)),
             "cpus": cpus}
     xid = None if case.xid_after_s is None or rank else start + case.xid_after_s
+    # Each column as Python lists, rounded once per array (``_rounded``: exactly Python's
+    # round), so that a row is only list lookups: per value, numpy's scalar access and
+    # Python's round took most of a plan's minute of building.
+    busy = sm
+    nvl = ([[None] * n] * case.gpus if g.nvlink_bytes_per_s is None
+           else _rounded(nvlink * g.nvlink_bytes_per_s, None))
+    gpm = ((_rounded(busy, 2), _rounded(busy * 0.5, 2), _rounded(busy * 0.4, 2)) if g.gpm
+           else ([[None] * n] * case.gpus,) * 3)
+    columns = (util.tolist(), _rounded(busy * 0.4, 1), _rounded(mem_used, None),
+               _rounded(power, 1), _rounded(35 + 45 * busy / 100, 1), _rounded(clock, None),
+               *gpm, nvl, throttle.astype(np.int64).tolist(), _rounded(joules, 3))
+    (util_c, mem_util_c, mem_used_c, power_c, temp_c, clock_c, sm_c, tensor_c, dram_c, nvl_c,
+     throttle_c, joules_c) = columns
+    ib = _rounded(fabric * IB_BYTES_PER_S, None)
+    cpu_c = _rounded(cpu * cpus, 2)
+    times_c = times.tolist()
+    # Every row of the feed, made once, column-wise (zip runs in C); each batch then takes
+    # the rows of its minute: the GPUs' rows sample by sample, then the ports', the job's.
+    ext = job.external_id
+    gpu_rows = [list(map(list, zip(
+        times_c, repeat(i), repeat(ext), util_c[i], mem_util_c[i], mem_used_c[i], power_c[i],
+        temp_c[i], clock_c[i], sm_c[i], tensor_c[i], dram_c[i], repeat(100_000_000),
+        repeat(120_000_000), nvl_c[i], nvl_c[i], throttle_c[i], joules_c[i])))
+        for i in range(case.gpus)]
+    if port_errors is None:
+        ib_rows = list(map(list, zip(times_c, repeat(0), ib, ib)))
+        eth_rows = [[ts, 1, 1_000_000, 1_000_000] for ts in times_c]
+    else:
+        ib_rows = [[ts, 0, v, v, *IB_LINK, *errors]
+                   for ts, v, errors in zip(times_c, ib, port_errors.T.tolist(), strict=True)]
+        eth_rows = [[ts, 1, 1_000_000, 1_000_000, *[None] * len(FABRIC_FIELDS)]
+                    for ts in times_c]
+    job_all = list(map(list, zip(times_c, repeat(ext), cpu_c, repeat(2 * 10**10))))
     seq, k = 0, 0
     for flush_end in np.arange(start + FLUSH_S, plan.end + 1e-6, FLUSH_S):
-        rows, nic_rows, job_rows = [], [], []
-        while k < n and times[k] <= flush_end:
-            ts = float(times[k])
-            for i in range(case.gpus):
-                nvl = (None if g.nvlink_bytes_per_s is None
-                       else round(float(nvlink[i, k]) * g.nvlink_bytes_per_s))
-                busy = float(sm[i, k])
-                rows.append([
-                    ts, i, job.external_id, float(util[i, k]), round(busy * 0.4, 1),
-                    round(float(mem_used[i, k])), round(float(power[i, k]), 1),
-                    round(35 + 45 * busy / 100, 1), round(float(clock[i, k])),
-                    round(busy, 2) if g.gpm else None,
-                    round(busy * 0.5, 2) if g.gpm else None,
-                    round(busy * 0.4, 2) if g.gpm else None, 100_000_000, 120_000_000,
-                    nvl, nvl, int(throttle[i, k]), round(float(joules[i, k]), 3)])
-            ib = round(float(fabric[k]) * IB_BYTES_PER_S)
-            if port_errors is None:
-                nic_rows += [[ts, 0, ib, ib], [ts, 1, 1_000_000, 1_000_000]]
-            else:
-                errors = [int(v) for v in port_errors[:, k]]
-                nic_rows += [[ts, 0, ib, ib, *IB_LINK, *errors],
-                             [ts, 1, 1_000_000, 1_000_000, *[None] * len(FABRIC_FIELDS)]]
-            job_rows.append([ts, job.external_id, round(float(cpu[k]) * cpus, 2), 2 * 10**10])
-            k += 1
+        upto = bisect_right(times_c, flush_end, lo=k, hi=n)
+        rows = list(chain.from_iterable(zip(*(r[k:upto] for r in gpu_rows), strict=True)))
+        nic_rows = list(chain.from_iterable(zip(ib_rows[k:upto], eth_rows[k:upto], strict=True)))
+        job_rows = job_all[k:upto]
+        k = upto
         if not rows:
             continue
         events = []
