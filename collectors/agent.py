@@ -9,9 +9,11 @@ import uuid as uuidlib
 
 from collectors import __version__
 from collectors.attribution import Job, JobAttributor
+from collectors.attribution.metadata import Scontrol
 from collectors.attribution.mig import gres_positions
 from collectors.attribution.namespaces import BusyWithoutProcesses
 from collectors.attribution.podmap import PodMap
+from collectors.attribution.slurm_gpus import SlurmGpuIndex
 from collectors.config import Config
 from collectors.fabric import FIELDS as FABRIC_FIELDS
 from collectors.fabric import FabricCounters
@@ -57,7 +59,13 @@ class Agent:
         # ``ethtool``: reads a netdev's ethtool statistics (RoCE pause counters); None for
         # the kernel's (SIOCETHTOOL), the simulator's own otherwise.
         self.fabric = FabricCounters(config.sysfs_root, ethtool)
-        self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir)
+        # A simulated node's jobs exist in the simulator only: the host's own Slurm, where
+        # there is one, must not be asked about them (it would answer for its real job of
+        # the same number, or time out).
+        scheduler = ({"scontrol": Scontrol(executable=""), "slurm_gpus": SlurmGpuIndex("")}
+                     if self.simulated else {})
+        self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir,
+                                  **scheduler)
         self.pods = None
         if config.kubelet_socket:
             self.pods = PodMap(config.kubelet_socket, config.kubelet_pods_url,

@@ -226,10 +226,11 @@ def _local_time(text: str) -> str | None:
 
 class Scontrol:
     """``scontrol show job <id> --json`` (or ``-o`` text where scontrol has no --json),
-    cached per job (failures too)."""
+    cached per job (failures too). ``executable``: None for the ``scontrol`` on the PATH,
+    "" for none (nothing is asked)."""
 
     def __init__(self, executable: str | None = None) -> None:
-        self.executable = executable or shutil.which("scontrol")
+        self.executable = executable if executable is not None else shutil.which("scontrol")
         self._cache: dict[str, dict[str, str]] = {}
         self._json: bool | None = None  # does this scontrol take --json? (None: not known yet)
 
