@@ -74,3 +74,37 @@ def test_api_lists_and_filters_by_namespace(client_for, pods):
     assert usage["group"] == "namespace"
     assert [(r["name"], r["gpu_hours"]) for r in usage["results"]] == [("ml-team", 8.0),
                                                                         ("research", 2.0)]
+
+
+def test_a_findings_job_is_named_with_its_namespace_where_a_slurm_job_names_its_user(
+        client_for, pods):
+    """A Kubernetes job has no user: where a finding names its job, the job's namespace
+    stands where a Slurm job's user and account do (not an empty "job X · · now")."""
+    from clusterui.inventory.models import Node
+
+    trainer, slurm = pods[k.TRAINER_UID], Job.objects.get(user="alice")
+    node = Node.objects.get()
+    f.finding(trainer, node=node, title="Trainer's GPUs idle")
+    f.finding(slurm, node=node, title="Alice's GPUs idle")
+    client = client_for("staff")
+
+    def text(page):
+        assert page.status_code == 200
+        return " ".join(page.content.decode().split())
+
+    overview = text(client.get(reverse("home")))
+    assert f"job {k.TRAINER_UID} · ml-team · " in overview
+    assert f"job {slurm.external_id} · alice · nlp · " in overview
+    assert "· ·" not in overview
+    # The most wasteful jobs: the pod's user is not known, and says so.
+    assert f'{k.TRAINER_UID}</a> <span class="muted small">' in overview
+    row = overview.split(f'{k.TRAINER_UID}</a>', 1)[1].split("</tr>", 1)[0]
+    assert "<td>–</td>" in row
+
+    listed = text(client.get(reverse("findings")))
+    assert '<div class="muted small">ml-team</div>' in listed
+    assert '<div class="muted small">alice · nlp</div>' in listed
+
+    node_page = text(client.get(reverse("node-detail", args=[node.pk])))
+    assert f"job {k.TRAINER_UID} · ml-team</span>" in node_page
+    assert f"job {slurm.external_id} · alice · nlp</span>" in node_page

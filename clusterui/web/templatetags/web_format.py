@@ -24,6 +24,13 @@ def oneline(value) -> str:
     return "" if value is None else one_line(value)
 
 
+@register.filter
+def job_who(job) -> str:
+    """Whose a job is, on one line: its user and its account (Slurm) or namespace
+    (Kubernetes, whose jobs have no user), those known, joined by " · "; "" when none is."""
+    return " · ".join(one_line(p) for p in (job.user, job.account or job.namespace) if p)
+
+
 @register.simple_tag
 def figure_script(chart, element_id: str):
     """A chart's JSON in a ``<script type="application/json">`` for charts.js: like
