@@ -108,3 +108,28 @@ def test_a_findings_job_is_named_with_its_namespace_where_a_slurm_job_names_its_
     node_page = text(client.get(reverse("node-detail", args=[node.pk])))
     assert f"job {k.TRAINER_UID} · ml-team</span>" in node_page
     assert f"job {slurm.external_id} · alice · nlp</span>" in node_page
+
+
+def test_a_pods_page_says_its_start_was_not_reported_and_links_no_empty_user(client_for,
+                                                                            pods):
+    """The pod's start is not in this batch (the kubelet's /pods was not asked): the page
+    says so beside when ClusterUI first saw it, instead of calling that the start, and its
+    empty user is no link (``?user=`` would list every job)."""
+    trainer = pods[k.TRAINER_UID]
+    assert trainer.started_at is None
+    page = client_for("staff").get(reverse("job-detail", args=[trainer.pk]))
+    html = " ".join(page.content.decode().split())
+    first_seen = timezone.localtime(trainer.first_seen).strftime("%Y-%m-%d %H:%M")
+    assert "<dt>Started</dt><dd><span class=\"muted\" title=\"The collector did not report " \
+           "when the job started\">not reported</span>" in html
+    assert f"· first seen {first_seen}</span>" in html
+    assert "<dt>Duration</dt><dd><span title=" in html and ">at least</span>" in html
+    assert "<dt>User</dt><dd>–</dd>" in html and "?user=\"" not in html
+
+    slurm = Job.objects.get(user="alice")  # started_at known: as before
+    html = " ".join(client_for("staff").get(reverse("job-detail", args=[slurm.pk]))
+                    .content.decode().split())
+    started = timezone.localtime(slurm.started_at).strftime("%Y-%m-%d %H:%M")
+    assert f"<dt>Started</dt><dd><span title=\"{slurm.started_at.isoformat()}" in html
+    assert f'">{started}</span></dd>' in html and "at least" not in html
+    assert '<dt>User</dt><dd><a href="/jobs/?user=alice">alice</a></dd>' in html
