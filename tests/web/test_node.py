@@ -76,6 +76,18 @@ def test_the_jobs_timeline_shows_only_jobs_the_viewer_may_see(client_for, busy_n
     assert job_bar["customdata"][0] == alice.context["jobs"][0]["job_id"]  # click -> job page
 
 
+def test_the_jobs_table_names_the_gpus_each_job_holds_here(client_for):
+    """GPU indexes, said as GPUs: GPU 0 held alone read "0" under "GPUs here" (zero GPUs)."""
+    n = f.node("gpu-a008", gpus=3)
+    gpus = list(n.gpus.order_by("index"))
+    f.job("alice", gpus=gpus[:1], external_id="900011")
+    f.job("bob", gpus=gpus[1:], external_id="900012")
+    html = " ".join(page(client_for("staff"), n).content.decode().split())
+    assert ">900011</a></td><td>alice</td><td>train</td> <td>GPU 0</td>" in html
+    assert ">900012</a></td><td>bob</td><td>train</td> <td>GPUs 1, 2</td>" in html
+    assert "Seen here from</th>" in html
+
+
 def test_query_count_is_pinned(client_for, busy_node, django_assert_num_queries):
     client = client_for("staff")
     with django_assert_num_queries(NODE_QUERIES):
