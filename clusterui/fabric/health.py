@@ -144,7 +144,9 @@ def error_threshold() -> int:
 
 
 def worst_first(items: list[PortHealth]) -> list[PortHealth]:
-    return sorted(items, key=lambda p: (p.badness(), p.node, p.name), reverse=True)
+    """Worst first (``badness``); ports alike in it in node and port order."""
+    return sorted(sorted(items, key=lambda p: (p.node, p.name)), key=PortHealth.badness,
+                  reverse=True)
 
 
 def prune(now: dt.datetime) -> int:

@@ -52,6 +52,19 @@ def test_the_degraded_port_is_listed_first(client_for, fabric, django_assert_num
     assert "Simulated data" not in html  # measured nodes
 
 
+def test_each_unhealthy_port_says_why_and_healthy_ones_follow_in_node_order(client_for,
+                                                                           fabric):
+    """The page counts a port with errors at the threshold as unhealthy: its row says so as
+    a degraded one's does. The healthy ports follow by node and port, not backwards."""
+    response = client_for("bob").get(reverse("fabric"))
+    ports = response.context["ports"]
+    assert [(p.node, p.name) for p in ports[2:]] == sorted((p.node, p.name) for p in ports[2:])
+    rows = " ".join(response.content.decode().split()).split("<tr")[2:]
+    state = [row.split("</td>")[3] for row in rows]  # node, port, kind, state
+    assert "<strong>degraded</strong>" in state[0] and "<strong>erroring</strong>" in state[1]
+    assert not any("<strong>" in s for s in state[2:])
+
+
 def test_simulated_ports_are_labelled_as_such(client_for, fabric):
     fabric["sick"].__class__.objects.filter(pk=fabric["sick"].pk).update(simulated=True)
     html = client_for("bob").get(reverse("fabric")).content.decode()
