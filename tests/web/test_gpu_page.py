@@ -44,6 +44,8 @@ def test_a_gpu_page_shows_its_telemetry_jobs_events_and_inventory(client_for,
     assert "gpu-a001 · GPU 0" in text and gpu.uuid in text
     assert "Xid 79" in text and "GPU has fallen off the bus" in text
     assert ">900001</a>" in text
+    # When the job was first seen on this GPU, not its start (which the job page says).
+    assert "Seen here from</th>" in text
     figures = response.context["charts"]
     activity = {t["name"]: t for t in figures["activity"]["data"]}
     assert max(present(activity["GPU utilization (NVML)"]["y"])) == pytest.approx(80.0)
