@@ -54,7 +54,9 @@ def curves(jobs, now: dt.datetime) -> tuple[list[Curve], int]:
         # Buckets are aligned on the clock: the first starts up to a step before the job
         # did, and holds only samples from after its start.
         minutes = [max(0.0, (t - start).total_seconds() / 60) for t in s.ts]
-        out.append(Curve(label=job.external_id, minutes=minutes,
+        # A start the collector did not report: the curve counts from the first sight.
+        label = job.external_id if job.started_at else f"{job.external_id} (from first seen)"
+        out.append(Curve(label=label, minutes=minutes,
                          util=derived.mean_over(s, ids, "util_pct"),
                          sm=derived.mean_over(s, ids, "sm_active_pct")))
     return out, step

@@ -84,3 +84,19 @@ def test_another_users_job_cannot_be_compared(client_for, before_and_after):
     bobs = f.job("bob", external_id="700009")
     response = client_for("alice").get("/jobs/compare/", {"job": [before.pk, bobs.pk]})
     assert response.status_code == 404
+
+
+def test_a_job_whose_start_was_not_reported_says_so(client_for, before_and_after):
+    """A pod's start may not be reported: the table says so beside when it was first seen,
+    and its curve says it counts from then, not from a start nobody knows."""
+    before, after = before_and_after
+    type(after).objects.filter(pk=after.pk).update(started_at=None, user="", account="",
+                                                   namespace="ml-team", scheduler="kubernetes")
+    response = client_for("staff").get("/jobs/compare/", {"job": [before.pk, after.pk]})
+    text = " ".join(response.content.decode().split())
+    first_seen = timezone.localtime(after.first_seen).strftime("%Y-%m-%d %H:%M")
+    assert f'<span class="muted">not reported</span> · first seen {first_seen}</td>' in text
+    assert "<td>alice · nlp</td><td>ml-team</td>" in text
+    names = {t["name"] for t in response.context["charts"]["activity"]["data"]}
+    assert "job 700002 (from first seen): SM activity (GPM)" in names
+    assert "job 700001: SM activity (GPM)" in names
