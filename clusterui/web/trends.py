@@ -1,4 +1,5 @@
-"""GPU-hours and energy per user, account, partition or cluster, day by day, week by week
+"""GPU-hours and energy per user, account, partition, cluster or Kubernetes namespace (the
+jobs that have one: a Slurm job has none, as on the users page), day by day, week by week
 or month by month, from the hourly job rollups (``telemetry_jobrollup1h``, kept
 ``ROLLUP_1H_RETENTION_DAYS``).
 
@@ -24,7 +25,7 @@ from django.utils import timezone
 from clusterui.jobs import visibility
 
 GROUPS = {"user": "User", "account": "Account", "partition": "Partition",
-          "cluster": "Cluster"}
+          "cluster": "Cluster", "namespace": "Namespace"}
 # period key: (label, date_trunc unit, how many buckets)
 PERIODS = {"30d": ("30 days, by day", "day", 30),
            "12w": ("12 weeks, by week", "week", 12),
@@ -33,7 +34,7 @@ METRICS = {"gpu_hours": "GPU-hours", "used_gpu_hours": "GPU-hours used",
            "energy_kwh": "Energy (kWh)"}
 TOP = 8  # groups drawn in the chart; the rest are summed as "others"
 _GROUP_SQL = {"user": "j.user", "account": "j.account", "partition": "j.partition",
-              "cluster": "c.name"}
+              "cluster": "c.name", "namespace": "j.namespace"}
 
 _SQL = """
 SELECT date_trunc(%(unit)s, r.bucket AT TIME ZONE %(tz)s) AS period,
@@ -129,6 +130,8 @@ def trends(viewer, group: str, period: str, now: dt.datetime | None = None, *,
     if cluster:
         visible += " AND c.name = %(cluster)s"
         params["cluster"] = cluster
+    if group == "namespace":  # Kubernetes jobs only: a Slurm job has no namespace
+        visible += " AND j.namespace <> ''"
     with connection.cursor() as cur:
         cur.execute(_SQL.format(group=_GROUP_SQL[group], visible=visible), params)
         rows = cur.fetchall()

@@ -89,6 +89,21 @@ def test_per_cluster_and_partition(client_for, history):
         assert by_name(response)[name].gpu_hours == pytest.approx(5.0)
 
 
+def test_per_kubernetes_namespace_the_pods_only(client_for, history):
+    """By namespace, as the users page: the jobs that have one (bob's becomes a pod in
+    "ml-team"); alice's Slurm job has none and is not counted, and the page says so."""
+    type(history["bob"]).objects.filter(pk=history["bob"].pk).update(
+        scheduler="kubernetes", namespace="ml-team", account="")
+    response = client_for("staff").get(reverse("trends"), {"by": "namespace"})
+    assert response.status_code == 200
+    assert list(by_name(response)) == ["ml-team"]
+    assert by_name(response)["ml-team"].gpu_hours == pytest.approx(1.0)
+    assert response.context["totals"]["gpu_hours"] == pytest.approx(1.0)
+    text = " ".join(response.content.decode().split())
+    assert "Kubernetes jobs only: a Slurm job has no namespace." in text
+    assert '<a href="?by=namespace" class="on">Namespace</a>' in text
+
+
 def test_a_researcher_sees_only_her_own_jobs(client_for, history):
     response = client_for("alice").get(reverse("trends"), {"by": "account"})
     assert list(by_name(response)) == ["nlp"]

@@ -1,5 +1,5 @@
-"""Usage trends: GPU-hours, used GPU-hours and energy per user, account, partition or
-cluster over days, weeks or months (``clusterui.web.trends``)."""
+"""Usage trends: GPU-hours, used GPU-hours and energy per user, account, partition,
+cluster or Kubernetes namespace over days, weeks or months (``clusterui.web.trends``)."""
 
 from django.conf import settings
 from django.shortcuts import render
