@@ -84,7 +84,8 @@ POD_KEYS = ("namespace", "pod", "owner_kind", "owner_name")
 
 def pod_meta(pod: PodRef) -> dict[str, str]:
     meta = {"namespace": pod.namespace, "pod": pod.name, "name": pod.name,
-            "owner_kind": pod.owner_kind, "owner_name": pod.owner_name, "user": pod.user}
+            "owner_kind": pod.owner_kind, "owner_name": pod.owner_name, "user": pod.user,
+            "start_time": None if pod.start_time is None else repr(pod.start_time)}
     return {k: v for k, v in meta.items() if v}
 
 

@@ -64,6 +64,7 @@ class PodRef:
     owner_name: str | None = None
     containers: tuple[str, ...] = field(default=(), compare=False)
     user: str | None = None  # a label's or annotation's (``pods.user_of``)
+    start_time: float | None = None  # status.startTime, Unix seconds (``pods.start_of``)
 
 
 @dataclass(frozen=True)

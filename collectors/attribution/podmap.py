@@ -70,7 +70,8 @@ class PodMap:
             meta = self.meta.lookup(pod.namespace, pod.name)
             if meta is not None:
                 pod = replace(pod, uid=meta.uid, owner_kind=meta.owner_kind,
-                              owner_name=meta.owner_name, user=meta.user)
+                              owner_name=meta.owner_name, user=meta.user,
+                              start_time=meta.start_time)
             out[uuid] = pod
         return out
 

@@ -4,7 +4,10 @@ The pod-resources API names a pod by namespace and name only. The kubelet's own
 ``/pods`` endpoint (the node's pods as a ``v1 PodList``; on the authenticated port 10250 it
 takes a service account's bearer token that may ``get nodes/proxy``) adds each pod's
 ``metadata.uid`` (the id its cgroup path carries, so a pod is the same job whether a
-process or the kubelet named it) and ``metadata.ownerReferences``.
+process or the kubelet named it), ``metadata.ownerReferences`` and ``status.startTime``
+("RFC 3339 date and time at which the object was acknowledged by the Kubelet. This is
+before the Kubelet pulled the container image(s) for the pod": the Pod API reference,
+PodStatus), which is the job's start.
 
 The owner is the controller reference (``controller: true``). A Deployment's pods are
 owned by a ReplicaSet named ``<deployment>-<pod-template-hash>``, the hash also being the
@@ -24,6 +27,7 @@ not list.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import ssl
@@ -49,6 +53,7 @@ class PodMeta:
     owner_kind: str | None
     owner_name: str | None
     user: str | None = None
+    start_time: float | None = None  # Unix seconds
 
 
 def user_of(metadata: dict, key: str) -> str | None:
@@ -63,6 +68,21 @@ def user_of(metadata: dict, key: str) -> str | None:
         if user and len(user) <= MAX_USER:
             return user
     return None
+
+
+def start_of(status) -> float | None:
+    """A pod's ``status.startTime`` in Unix seconds; None when absent or not an RFC 3339
+    time with its zone (the API server writes UTC: ``2024-05-02T09:14:03Z``)."""
+    text = status.get("startTime") if isinstance(status, dict) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.timestamp()
 
 
 def owner_of(metadata: dict) -> tuple[str | None, str | None]:
@@ -90,7 +110,8 @@ def parse_pod_list(doc, user_label: str = "") -> dict[tuple[str, str], PodMeta]:
             continue
         kind, name = owner_of(meta)
         out[(meta["namespace"], meta["name"])] = PodMeta(meta.get("uid") or None, kind, name,
-                                                         user_of(meta, user_label))
+                                                         user_of(meta, user_label),
+                                                         start_of(item.get("status")))
     return out
 
 

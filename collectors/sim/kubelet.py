@@ -6,7 +6,7 @@ Simulated, and sent from simulated nodes only (the batch says ``simulated``): th
 namespace is the job's account, the owner a Job (``<name>``), or a StatefulSet for an
 interactive notebook (the IDLE scenario: ``jupyter``, ``vscode-tunnel``...), the pod named
 as those controllers name them (``<job>-<5 characters>``, ``<set>-0``), the UID the job's
-id (the one its cgroup path carries, node.py).
+id (the one its cgroup path carries, node.py), the start (``status.startTime``) the job's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ def pod_of(job: SimJob) -> PodRef:
         kind, pod = "StatefulSet", f"{job.name}-0"
     else:
         kind, pod = "Job", f"{job.name}-{job.id.replace('-', '')[:5]}"
-    return PodRef(job.account, pod, uid=job.id, owner_kind=kind, owner_name=job.name)
+    return PodRef(job.account, pod, uid=job.id, owner_kind=kind, owner_name=job.name,
+                  start_time=float(job.start))
 
 
 class SimKubelet:

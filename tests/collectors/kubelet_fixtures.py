@@ -24,14 +24,20 @@ Shapes and values, with their sources:
   ``USER_LABEL`` stands for whatever key a site's platform records a pod's user under (no
   Kubernetes field says it): the trainer carries it as a label, the evaluation pod as an
   annotation.
+- Each pod's ``status.startTime``, RFC 3339 in UTC as the API server writes times
+  (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#PodStatus:
+  "RFC 3339 date and time at which the object was acknowledged by the Kubelet"):
+  the trainer two hours and the evaluation pod ten minutes before ``pod_list``'s ``now``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import http.server
 import json
 import os
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -124,12 +130,22 @@ def serve(socket_path, lister):
     return server
 
 
-def pod_list():
-    def item(namespace, name, uid, owner, labels=None, annotations=None):
+TRAINER_STARTED_AGO_S, EVAL_STARTED_AGO_S = 7200, 600
+
+
+def rfc3339(ts: float) -> str:
+    """A time as the API server writes one: RFC 3339, UTC, whole seconds."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_list(now: float | None = None):
+    now = time.time() if now is None else now
+    def item(namespace, name, uid, owner, labels=None, annotations=None, started=None):
         return {"metadata": {"name": name, "namespace": namespace, "uid": uid,
                              "labels": labels or {}, "annotations": annotations or {},
                              "ownerReferences": [owner]},
-                "spec": {"nodeName": "gpu-a017"}, "status": {"phase": "Running"}}
+                "spec": {"nodeName": "gpu-a017"},
+                "status": {"phase": "Running", "startTime": started}}
 
     return {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [
         item(*TRAINER, TRAINER_UID,
@@ -137,13 +153,13 @@ def pod_list():
               "uid": "e2a1b0c9-8d7e-4f6a-9b5c-4d3e2f1a0b9c", "controller": True,
               "blockOwnerDeletion": True},
              {"app": "trainer", "pod-template-hash": "7d4b9c8f6",
-              USER_LABEL: TRAINER_USER}),
+              USER_LABEL: TRAINER_USER}, started=rfc3339(now - TRAINER_STARTED_AGO_S)),
         item(*EVAL, EVAL_UID,
              {"apiVersion": "batch/v1", "kind": "Job", "name": "eval-28474560",
               "uid": "5c4b3a29-1807-4f6e-8d5c-4b3a29180706", "controller": True,
               "blockOwnerDeletion": True},
              {"batch.kubernetes.io/job-name": "eval-28474560"},
-             {USER_LABEL: EVAL_USER}),
+             {USER_LABEL: EVAL_USER}, started=rfc3339(now - EVAL_STARTED_AGO_S)),
     ]}  # fmt: skip
 
 
@@ -204,7 +220,7 @@ def collector_batch(tmp_path, now: float, *, owners: bool = True, user_label: st
     server = serve(sock, Lister(node_pods()))
     token = tmp_path / "token"
     token.write_text("s3cret-token\n")
-    pods = PodsServer("s3cret-token", pod_list()) if owners else None
+    pods = PodsServer("s3cret-token", pod_list(now)) if owners else None
     try:
         config = Config(cluster="k8s", node="gpu-k001", sysfs_root=roots["sys"],
                         procfs_root=roots["proc"], cgroup_root=roots["cgroup"],

@@ -13,7 +13,7 @@ from collectors.agent import Agent
 from collectors.attribution import JobAttributor
 from collectors.attribution.kubelet import Allocations, PodRef, PodResources
 from collectors.attribution.podmap import gpu_pods
-from collectors.attribution.pods import owner_of, user_of
+from collectors.attribution.pods import owner_of, start_of, user_of
 from collectors.config import Config, ConfigError
 from tests.collectors import kubelet_fixtures as k
 from tests.collectors.collector_fakes import FakeGpu, FakeNVML
@@ -98,7 +98,7 @@ def _two_samples_with_pods(roots, sock, tmp_path, token_text, **settings):
     "s3cret-token") read with ``token_text``."""
     token = tmp_path / "token"
     token.write_text(token_text + "\n")
-    pods = k.PodsServer("s3cret-token", k.pod_list())
+    pods = k.PodsServer("s3cret-token", k.pod_list(Clock.t))
     try:
         agent, clock = make_agent(roots, sock, kubelet_pods_url=pods.url,
                                   kubelet_token_file=str(token), **settings)
@@ -122,6 +122,9 @@ def test_kubelet_pods_give_uid_and_owning_workload(roots, sock, kubelet, tmp_pat
     assert (evaluation["namespace"], evaluation["pod"]) == k.EVAL
     assert pods.requests == 1  # cached: every pod asked for was in the first answer
     assert trainer["user"] is None and evaluation["user"] is None  # no user label set
+    # Each pod's status.startTime (whole seconds) is its job's start.
+    assert trainer["started_at"] == int(Clock.t) - k.TRAINER_STARTED_AGO_S
+    assert evaluation["started_at"] == int(Clock.t) - k.EVAL_STARTED_AGO_S
 
 
 def test_the_configured_label_or_annotation_names_a_pods_user(roots, sock, kubelet, tmp_path):
@@ -143,6 +146,15 @@ def test_a_user_is_a_short_non_empty_string_label_first():
     assert user_of(meta({key: "x" * 64}), key) == "x" * 64
     assert user_of(meta(annotations={key: ["dave"]}), key) is None
     assert user_of({"labels": None}, key) is None and user_of(meta({key: "a"}), "") is None
+
+
+def test_a_pods_start_is_its_rfc3339_start_time_with_a_zone():
+    assert start_of({"startTime": "2025-11-22T08:13:20Z"}) == 1763799200.0
+    assert start_of({"startTime": "2025-11-22T09:13:20+01:00"}) == 1763799200.0
+    assert start_of({"startTime": "2025-11-22T08:13:20"}) is None  # no zone: not RFC 3339
+    for status in ({}, {"startTime": None}, {"startTime": 1763799200}, {"startTime": "soon"},
+                   None, "Running"):
+        assert start_of(status) is None, status
 
 
 @pytest.mark.parametrize("key", ["user", "example.org/user", "a.b-c/U_s.e-r9"])

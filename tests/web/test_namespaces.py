@@ -41,6 +41,10 @@ def test_job_page_shows_namespace_pod_and_owner(client_for, pods):
     assert '<dt>Namespace</dt><dd><a href="/jobs/?namespace=ml-team&amp;cluster=k8s">ml-team</a>' in html
     assert f"<dt>Pod</dt><dd>{k.TRAINER[1]}</dd>" in html
     assert "<dt>Owner</dt><dd>Deployment trainer</dd>" in html
+    # The pod's status.startTime, from the kubelet's /pods, is the job's start.
+    started = pods[k.TRAINER_UID].started_at
+    assert abs(time.time() - k.TRAINER_STARTED_AGO_S - started.timestamp()) < 60
+    assert f'<dt>Started</dt><dd><span title="{started.isoformat()}">' in html
 
 
 def test_jobs_list_filters_by_namespace(client_for, pods):
@@ -112,11 +116,13 @@ def test_a_findings_job_is_named_with_its_namespace_where_a_slurm_job_names_its_
 
 def test_a_pods_page_says_its_start_was_not_reported_and_links_no_empty_user(client_for,
                                                                             pods):
-    """The pod's start is not in this batch (the kubelet's /pods was not asked): the page
-    says so beside when ClusterUI first saw it, instead of calling that the start, and its
-    empty user is no link (``?user=`` would list every job)."""
+    """A pod whose start was not reported (a collector without ``kubelet_pods_url`` knows
+    no status.startTime): the page says so beside when ClusterUI first saw it, instead of
+    calling that the start, and its empty user is no link (``?user=`` would list every
+    job)."""
     trainer = pods[k.TRAINER_UID]
-    assert trainer.started_at is None
+    Job.objects.filter(pk=trainer.pk).update(started_at=None)
+    trainer.refresh_from_db()
     page = client_for("staff").get(reverse("job-detail", args=[trainer.pk]))
     html = " ".join(page.content.decode().split())
     first_seen = timezone.localtime(trainer.first_seen).strftime("%Y-%m-%d %H:%M")
