@@ -163,3 +163,33 @@ def test_a_training_step_pattern_keeps_its_dips_at_a_coarse_range(client_for):
     assert set(present(util["any GPU, highest sample"]["y"])[1:-1]) == {100.0}
     sm = {t["name"] for t in response.context["charts"]["sm"]["data"]}
     assert "any GPU, lowest to highest sample" in sm  # SM activity is 0.8 x utilization
+
+
+def test_a_nodes_own_finding_is_explained_on_its_page_and_linked_to_there(client_for):
+    """A fabric link's or a GPU's health finding has no job page: the node's page is where
+    its explanation, what to do and its evidence are read and it is acknowledged, and the
+    findings list and the overview link its title there. A job's finding on the node stays
+    one line, linked to the job's page."""
+    n = f.node("gpu-a009", gpus=2, nics=1)
+    gpus = list(n.gpus.order_by("index"))
+    own = f.finding(None, kind="fabric_link", node=n, title="Fabric link degraded on gpu-a009",
+                    evidence={"port": "mlx5_0:1", "rate_pct": 25.0})
+    Finding = type(own)
+    Finding.objects.filter(pk=own.pk).update(
+        explanation="Port mlx5_0:1 runs at 100 Gb/s (1X) of the 400 Gb/s it ran at.",
+        suggestion="Reseat or replace the cable.")
+    job = f.job("alice", gpus=gpus, external_id="900021")
+    f.finding(job, node=n, title="Low GPU utilization on gpu-a009")
+    client = client_for("staff")
+
+    html = " ".join(page(client, n).content.decode().split())
+    card = html.split(f'id="finding-{own.pk}"', 1)[1].split("</article>", 1)[0]
+    assert "<h3>Fabric link degraded on gpu-a009</h3>" in card
+    assert "Port mlx5_0:1 runs at 100 Gb/s (1X) of the 400 Gb/s it ran at." in card
+    assert "<strong>What to do:</strong> Reseat or replace the cable." in card
+    assert f'name="next" value="/nodes/{n.pk}/#finding-{own.pk}"' in card  # acknowledge
+    assert f'<a href="/jobs/{job.pk}/#finding-' in html and "job 900021 · alice · nlp" in html
+
+    anchor = f'href="/nodes/{n.pk}/#finding-{own.pk}">Fabric link degraded on gpu-a009</a>'
+    assert anchor in client.get(reverse("findings")).content.decode()
+    assert anchor in client.get(reverse("home")).content.decode()

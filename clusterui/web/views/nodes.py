@@ -51,6 +51,10 @@ def node_detail(request, pk):
         job = jobs.setdefault(a["job_id"], {**a, "gpus": []})
         job["gpus"].append(a["gpu_label"])
     silent = now - node.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
+    findings = list(
+        Finding.objects.visible_to(request.user).open().filter(node=node)
+        .select_related("job", "acknowledged_by").annotate(rank=SEVERITY_RANK)
+        .order_by("-rank", "-last_seen"))
     context = {
         "node": node,
         "gpus": gpus,
@@ -61,10 +65,10 @@ def node_detail(request, pk):
         "jobs": sorted(jobs.values(), key=lambda j: j["start"], reverse=True),
         "events": list(events.select_related("gpu")[:EVENTS_SHOWN]),
         "events_total": events.count(),
-        "findings": list(
-            Finding.objects.visible_to(request.user).open().filter(node=node)
-            .select_related("job").annotate(rank=SEVERITY_RANK).order_by("-rank", "-last_seen")
-        ),
+        # The node's own findings (a fabric link, a GPU's health) in full: this page is
+        # where they are explained; a job's are a line each, explained on the job's page.
+        "findings": findings,
+        "job_findings": [f for f in findings if f.job_id],
         "fabric_ports": health.worst_first(health.ports(*fabric.window(now), [node.id])),
         "threshold": health.error_threshold(),
         "window_h": settings.DETECTOR_WINDOW_S / 3600,
