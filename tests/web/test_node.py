@@ -170,8 +170,14 @@ def test_a_nodes_own_finding_is_explained_on_its_page_and_linked_to_there(client
     its explanation, what to do and its evidence are read and it is acknowledged, and the
     findings list and the overview link its title there. A job's finding on the node stays
     one line, linked to the job's page."""
+    from clusterui.fabric.models import PortLink
+
     n = f.node("gpu-a009", gpus=2, nics=1)
     gpus = list(n.gpus.order_by("index"))
+    now = timezone.now()
+    PortLink.objects.create(nic=n.nics.get(), ts=now, link_state=4, phys_state=5, link_width=1,
+                            link_gbps=100.0, nominal_gbps=400.0, nominal_width=4,
+                            counters_saturated=0, active_seen=now)
     own = f.finding(None, kind="fabric_link", node=n, title="Fabric link degraded on gpu-a009",
                     evidence={"port": "mlx5_0:1", "rate_pct": 25.0})
     Finding = type(own)
@@ -187,8 +193,13 @@ def test_a_nodes_own_finding_is_explained_on_its_page_and_linked_to_there(client
     assert "<h3>Fabric link degraded on gpu-a009</h3>" in card
     assert "Port mlx5_0:1 runs at 100 Gb/s (1X) of the 400 Gb/s it ran at." in card
     assert "<strong>What to do:</strong> Reseat or replace the cable." in card
+    assert '<a href="#fabric-links">See it in the fabric links table ↓</a>' in card
     assert f'name="next" value="/nodes/{n.pk}/#finding-{own.pk}"' in card  # acknowledge
     assert f'<a href="/jobs/{job.pk}/#finding-' in html and "job 900021 · alice · nlp" in html
+
+    assert '<h3 id="fabric-links">Fabric links</h3>' in html
+    PortLink.objects.all().delete()  # no ports table shown: no link to one
+    assert "See it in" not in " ".join(page(client, n).content.decode().split())
 
     anchor = f'href="/nodes/{n.pk}/#finding-{own.pk}">Fabric link degraded on gpu-a009</a>'
     assert anchor in client.get(reverse("findings")).content.decode()

@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from clusterui.fabric import health
+from clusterui.findings.choices import FindingKind
 from clusterui.findings.models import Finding
 from clusterui.ingest.silence import FORGET_AFTER
 from clusterui.inventory import counting
@@ -19,6 +20,11 @@ from clusterui.web.views.overview import SEVERITY_RANK
 from clusterui.web.views.support import REFRESH_S, charts, range_context
 
 EVENTS_SHOWN = 50
+# Where on the node page the evidence of a node's own finding can be seen.
+NODE_EVIDENCE = {
+    FindingKind.FABRIC_LINK: ("fabric-links", "the fabric links table"),
+    FindingKind.GPU_HEALTH: ("events", "the GPU events"),
+}
 
 
 def node_detail(request, pk):
@@ -55,6 +61,11 @@ def node_detail(request, pk):
         Finding.objects.visible_to(request.user).open().filter(node=node)
         .select_related("job", "acknowledged_by").annotate(rank=SEVERITY_RANK)
         .order_by("-rank", "-last_seen"))
+    fabric_ports = health.worst_first(health.ports(*fabric.window(now), [node.id]))
+    for finding in findings:  # a link to the ports table only where it is shown
+        finding.chart = NODE_EVIDENCE.get(finding.kind)
+        if finding.kind == FindingKind.FABRIC_LINK and not fabric_ports:
+            finding.chart = None
     context = {
         "node": node,
         "gpus": gpus,
@@ -69,7 +80,7 @@ def node_detail(request, pk):
         # where they are explained; a job's are a line each, explained on the job's page.
         "findings": findings,
         "job_findings": [f for f in findings if f.job_id],
-        "fabric_ports": health.worst_first(health.ports(*fabric.window(now), [node.id])),
+        "fabric_ports": fabric_ports,
         "threshold": health.error_threshold(),
         "window_h": settings.DETECTOR_WINDOW_S / 3600,
         "charts": charts(**figures),
