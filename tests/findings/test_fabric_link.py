@@ -99,6 +99,14 @@ def test_errors_over_the_threshold_raise_a_down_link_is_critical(settings):
     names = [p["name"] for p in finding.evidence["ports"]]
     assert names == ["mlx5_0:1", "mlx5_1:1"]
     assert finding.evidence["ports"][0]["errors"]["symbol_error"] == 55
+    # On the node's page each port reads as the fabric page says it, not as its raw fields.
+    from clusterui.web.templatetags.web_format import evidence_items
+
+    shown = dict(evidence_items(finding.evidence))["Ports"]
+    assert shown[0].startswith("mlx5_0:1 (infiniband): ACTIVE / LinkUp, ")
+    assert shown[0].endswith("; errors: symbol_error 55")
+    assert shown[1].startswith("mlx5_1:1 (infiniband): DOWN / Polling")
+    assert ", down" in shown[1] and "errors" not in shown[1]
 
 
 def test_below_the_threshold_and_never_up_raise_nothing(settings):
