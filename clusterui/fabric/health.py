@@ -93,6 +93,35 @@ class PortHealth:
         return (self.down, self.degraded, -(self.rate_pct or 100.0), self.error_total)
 
 
+def port_evidence_text(entry: dict) -> str:
+    """One port of a fabric link finding's evidence (``findings/detectors/fabric_link.py``)
+    as the fabric page says it, on the node page and in the email: "mlx5_1:1 (infiniband):
+    ACTIVE / LinkUp, 100 Gb/s (1X) of 400 Gb/s (4X), degraded; errors: symbol_error 7200"."""
+    def named(names, code):
+        return "not reported" if code is None else names.get(code, f"unknown ({code})")
+
+    def rate(gbps, width):
+        return f"{gbps:g} Gb/s ({width}X)" if width else f"{gbps:g} Gb/s"
+
+    text = (f"{entry.get('name')} ({entry.get('kind')}): "
+            f"{named(STATE_NAMES, entry.get('state'))} / "
+            f"{named(PHYS_NAMES, entry.get('phys_state'))}")
+    if entry.get("gbps") is not None:
+        text += ", " + rate(entry["gbps"], entry.get("width"))
+        if entry.get("nominal_gbps") is not None:
+            text += " of " + rate(entry["nominal_gbps"], entry.get("nominal_width"))
+    verdict = "down" if entry.get("down") else "degraded" if entry.get("degraded") else ""
+    text += f", {verdict}" if verdict else ""
+    errors = {k: v for k, v in (entry.get("errors") or {}).items() if v}
+    if errors:
+        text += "; errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())
+    if entry.get("counters_saturated"):
+        text += f"; {entry['counters_saturated']} counters saturated"
+    if entry.get("pause_storm"):
+        text += "; pause storm"
+    return text
+
+
 _PORTS_SQL = f"""
 SELECT l.nic_id, n.node_id, d.name, n.name, n.kind, l.ts, l.link_state, l.phys_state,
        l.link_width, l.link_gbps, l.nominal_gbps, l.nominal_width, l.counters_saturated,

@@ -73,6 +73,9 @@ def test_a_link_that_retrains_at_1x_is_mailed_to_admins_and_closes(tmp_path, smt
     assert mail.envelope_to == ["ops@example.org"]
     assert "gpu-f001" in mail.subject
     assert "mlx5_1:1" in mail.text
+    # The evidence names the port as the fabric page does (it used to be left out).
+    assert "mlx5_1:1 (infiniband): ACTIVE / LinkUp, 100 Gb/s (1X) of 400 Gb/s (4X), degraded" \
+        in " ".join(mail.text.split())
 
     # The link is repaired: back at 4X; once healthy for DETECTOR_CLOSE_AFTER_S it closes.
     node.link_faults.clear()

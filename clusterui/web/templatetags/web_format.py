@@ -7,7 +7,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from clusterui.fabric.metrics import PHYS_NAMES, STATE_NAMES
+from clusterui.fabric.health import port_evidence_text
 from clusterui.web.colors import text_on, viridis
 from collectors.client.report import one_line
 
@@ -209,39 +209,10 @@ def _lower_first(label: str) -> str:
     return label if label[1:2].isupper() else label[:1].lower() + label[1:]
 
 
-def _port(entry: dict) -> str:
-    """One port of a fabric link finding (``findings/detectors/fabric_link.py``), as the
-    fabric page says it: "mlx5_1:1 (infiniband): ACTIVE / LinkUp, 100 Gb/s (1X) of 400 Gb/s
-    (4X), degraded; errors: symbol_error 7200"."""
-    def named(names, code):
-        return "not reported" if code is None else names.get(code, f"unknown ({code})")
-
-    def rate(gbps, width):
-        return f"{gbps:g} Gb/s ({width}X)" if width else f"{gbps:g} Gb/s"
-
-    text = (f"{entry.get('name')} ({entry.get('kind')}): "
-            f"{named(STATE_NAMES, entry.get('state'))} / "
-            f"{named(PHYS_NAMES, entry.get('phys_state'))}")
-    if entry.get("gbps") is not None:
-        text += ", " + rate(entry["gbps"], entry.get("width"))
-        if entry.get("nominal_gbps") is not None:
-            text += " of " + rate(entry["nominal_gbps"], entry.get("nominal_width"))
-    verdict = "down" if entry.get("down") else "degraded" if entry.get("degraded") else ""
-    text += f", {verdict}" if verdict else ""
-    errors = {k: v for k, v in (entry.get("errors") or {}).items() if v}
-    if errors:
-        text += "; errors: " + ", ".join(f"{k} {v}" for k, v in errors.items())
-    if entry.get("counters_saturated"):
-        text += f"; {entry['counters_saturated']} counters saturated"
-    if entry.get("pause_storm"):
-        text += "; pause storm"
-    return text
-
-
 def _item(entry: dict) -> str:
     """One GPU or event of a list in the evidence: "gpu-a009 · GPU 1: 0.0 %"."""
     if "nominal_gbps" in entry and "name" in entry:
-        return _port(entry)
+        return port_evidence_text(entry)
     parts = [str(entry["node"])] if entry.get("node") else []
     if entry.get("index") is not None:
         parts.append(f"GPU {entry['index']}")
