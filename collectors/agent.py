@@ -62,7 +62,8 @@ class Agent:
         # A simulated node's jobs exist in the simulator only: the host's own Slurm, where
         # there is one, must not be asked about them (it would answer for its real job of
         # the same number, or time out).
-        scheduler = ({"scontrol": Scontrol(executable=""), "slurm_gpus": SlurmGpuIndex("")}
+        scheduler = ({"scontrol": Scontrol(executable=""),
+                      "slurm_gpus": SlurmGpuIndex(executable="")}
                      if self.simulated else {})
         self.jobs = JobAttributor(config.procfs_root, config.cgroup_root, config.job_map_dir,
                                   **scheduler)

@@ -14,7 +14,7 @@ from clusterui.alerts import digest, jobend, jobreport
 from clusterui.alerts.choices import DIGEST, JOB_END, EmailStatus, RecipientRole, category_label
 from clusterui.alerts.models import AlertEmail
 from clusterui.alerts.preferences import unsubscribe_url
-from clusterui.fabric.health import port_evidence_text
+from clusterui.fabric.health import is_port_evidence, port_evidence_text
 from clusterui.findings.choices import Severity
 from clusterui.findings.models import JobEfficiency
 
@@ -158,8 +158,7 @@ def evidence_rows(evidence) -> list[tuple[str, str]]:
         stem, unit = str(key), ""
         if isinstance(value, dict) or stem.endswith("_bits"):
             continue  # breakdowns and bit masks belong on the job page, not in an email
-        if isinstance(value, list) and value and all(
-                isinstance(v, dict) and "nominal_gbps" in v for v in value):
+        if isinstance(value, list) and value and all(map(is_port_evidence, value)):
             value = " · ".join(port_evidence_text(v) for v in value)  # a fabric link's ports
         elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
             value = _gpu_list(value)

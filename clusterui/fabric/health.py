@@ -38,13 +38,11 @@ class PortHealth:
 
     @property
     def state_text(self) -> str:
-        return STATE_NAMES.get(self.link_state, "unknown") if self.link_state is not None \
-            else "not reported"
+        return _named(STATE_NAMES, self.link_state)
 
     @property
     def phys_text(self) -> str:
-        return PHYS_NAMES.get(self.phys_state, "unknown") if self.phys_state is not None \
-            else "not reported"
+        return _named(PHYS_NAMES, self.phys_state)
 
     @property
     def down(self) -> bool:
@@ -93,19 +91,25 @@ class PortHealth:
         return (self.down, self.degraded, -(self.rate_pct or 100.0), self.error_total)
 
 
+def _named(names: dict, code: int | None) -> str:
+    return "not reported" if code is None else names.get(code, "unknown")
+
+
+def is_port_evidence(entry) -> bool:
+    """Whether an item of a finding's evidence is a fabric port (``port_evidence_text``)."""
+    return isinstance(entry, dict) and "name" in entry and "nominal_gbps" in entry
+
+
 def port_evidence_text(entry: dict) -> str:
     """One port of a fabric link finding's evidence (``findings/detectors/fabric_link.py``)
     as the fabric page says it, on the node page and in the email: "mlx5_1:1 (infiniband):
     ACTIVE / LinkUp, 100 Gb/s (1X) of 400 Gb/s (4X), degraded; errors: symbol_error 7200"."""
-    def named(names, code):
-        return "not reported" if code is None else names.get(code, f"unknown ({code})")
-
     def rate(gbps, width):
         return f"{gbps:g} Gb/s ({width}X)" if width else f"{gbps:g} Gb/s"
 
     text = (f"{entry.get('name')} ({entry.get('kind')}): "
-            f"{named(STATE_NAMES, entry.get('state'))} / "
-            f"{named(PHYS_NAMES, entry.get('phys_state'))}")
+            f"{_named(STATE_NAMES, entry.get('state'))} / "
+            f"{_named(PHYS_NAMES, entry.get('phys_state'))}")
     if entry.get("gbps") is not None:
         text += ", " + rate(entry["gbps"], entry.get("width"))
         if entry.get("nominal_gbps") is not None:

@@ -7,7 +7,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from clusterui.fabric.health import port_evidence_text
+from clusterui.fabric.health import is_port_evidence, port_evidence_text
 from clusterui.web.colors import text_on, viridis
 from collectors.client.report import one_line
 
@@ -211,7 +211,7 @@ def _lower_first(label: str) -> str:
 
 def _item(entry: dict) -> str:
     """One GPU or event of a list in the evidence: "gpu-a009 · GPU 1: 0.0 %"."""
-    if "nominal_gbps" in entry and "name" in entry:
+    if is_port_evidence(entry):
         return port_evidence_text(entry)
     parts = [str(entry["node"])] if entry.get("node") else []
     if entry.get("index") is not None:

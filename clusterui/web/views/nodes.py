@@ -79,6 +79,7 @@ def node_detail(request, pk):
         # The node's own findings (a fabric link, a GPU's health) in full: this page is
         # where they are explained; a job's are a line each, explained on the job's page.
         "findings": findings,
+        "node_findings": [f for f in findings if not f.job_id],
         "job_findings": [f for f in findings if f.job_id],
         "fabric_ports": fabric_ports,
         "threshold": health.error_threshold(),
