@@ -34,7 +34,9 @@ kind outside the set is one it must not raise.
   2/3 of the model's max) and POWER_THROTTLE (power at the limit, SwPowerCap bit, SM
   clock ~1600 MHz on an H100: 81 % of the max): throttling.
   Both otherwise busy (util ~92 %).
-- XID (healthy, plus an Xid event every few minutes: 79, 48, 94, ...): gpu_errors.
+- XID (healthy, plus an Xid event every few minutes: 92, 48, 94, ...): gpu_errors. Only
+  codes a GPU can report and go on computing: not 79 (fallen off the bus: NVML then
+  answers GpuIsLost for that GPU, it reports nothing more until a reset).
 - Stragglers: multi-node jobs in lockstep where one node (`straggler_rank`) holds the
   others back. STRAGGLER_SLOW_NODE: its GPUs compute slower (clocks locked low, no throttle
   reason) and are busy all step (SM ~78 %) while the peers compute ~60 % of each step and
@@ -131,15 +133,7 @@ NEEDS_HOPPER = {Scenario.COMM_BOUND_NVLINK, Scenario.BUSY_NOT_BUSY}
 # XID_FIRST s after it starts, on a GPU and with a code chosen by the job's seed.
 XID_PERIOD = 240.0
 XID_FIRST = 40.0
-XID_CODES = (79, 48, 94, 63, 31)
-XID_MESSAGES = {
-    13: "Graphics Engine Exception",
-    31: "GPU memory page fault",
-    48: "Double Bit ECC Error",
-    63: "ECC page retirement or row remapping recording event",
-    79: "GPU has fallen off the bus",
-    94: "Contained ECC error",
-}
+XID_CODES = (92, 48, 94, 63, 31)
 
 THROTTLE_SW_POWER = 0x4
 THROTTLE_SW_THERMAL = 0x20

@@ -181,6 +181,6 @@ def test_xid_events(tmp_path):
             break
         codes.append(data.eventData)
         assert data.device in [nv.nvmlDeviceGetHandleByIndex(i) for i in range(8)]
-    assert codes and all(c in (79, 48, 94, 63, 31) for c in codes)
+    assert codes and all(c in (92, 48, 94, 63, 31) for c in codes)
     assert len(codes) == len(node.events)
     nv.nvmlEventSetFree(es)

@@ -140,7 +140,7 @@ def test_xid(run_job, interval, duration):
     run = run_job(Scenario.XID, interval, max(duration, 600), gpus=4)
     events = [e for e in run.batch["events"] if e["kind"] == "xid"]
     assert events
-    assert all(e["code"] in (79, 48, 94, 63, 31) and e["gpu"] in run.job_gpus() for e in events)
+    assert all(e["code"] in (92, 48, 94, 63, 31) and e["gpu"] in run.job_gpus() for e in events)
     assert mean(run.series("util_pct")) > 85
 
 
