@@ -4,6 +4,7 @@ from clusterui.gpuhealth.views import drain_list
 from clusterui.web.views import (
     compare,
     fabric,
+    favicon,
     findings,
     gpus,
     health,
@@ -21,6 +22,7 @@ from clusterui.web.views import (
 urlpatterns = [
     path("", overview.home, name="home"),
     path("healthz", health.healthz, name="healthz"),
+    path("favicon.ico", favicon.favicon, name="favicon"),
     path("nodes/", node_list.node_list, name="nodes"),
     path("nodes/history/", history.node_history, name="node-history"),
     path("nodes/drain/", drain_list, name="drain-list"),
