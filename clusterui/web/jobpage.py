@@ -32,6 +32,7 @@ class JobView:
     figures: dict = field(default_factory=dict)
     step: int | None = None
     scheduler: list = field(default_factory=list)  # scheduler_facts.Fact
+    scheduler_none: str | None = None  # why there are no facts (not a Slurm job)
 
     @property
     def gpu_count(self) -> int:
@@ -102,6 +103,7 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
     view.range, view.range_error, view.whole = job_range(job, params, now, data_from)
     began, until, running = job_bounds(job, now)
     view.scheduler = scheduler_facts.facts(job, until - began, running)
+    view.scheduler_none = scheduler_facts.none_because(job)
     gpus = [a.gpu for a in view.allocations]
     if not gpus:
         return view

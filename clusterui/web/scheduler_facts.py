@@ -15,9 +15,10 @@ AT_END = "from scontrol when the collector saw the job end"
 NO_EXIT = ("not reported: the collector asks scontrol when it sees the job end, and "
            "slurmctld forgets an ended job after MinJobAge (default 300 s); ClusterUI does "
            "not query Slurm accounting (sacct, which needs slurmdbd)")
+# Why a job has none of the facts (they come from Slurm's scontrol only): said once.
 WHY_NOT = {
-    Scheduler.KUBERNETES: "not reported: ClusterUI asks no scheduler about Kubernetes pods",
-    Scheduler.NONE: "not reported: the job ran under no scheduler",
+    Scheduler.KUBERNETES: "ClusterUI asks no scheduler about Kubernetes pods",
+    Scheduler.NONE: "the job ran under no scheduler",
 }
 
 
@@ -29,12 +30,17 @@ class Fact:
     when: dt.datetime | None = None  # a time, which the template writes in the page's zone
 
 
+def none_because(job) -> str | None:
+    """Why the job has none of the facts (not a Slurm job), or None for a Slurm job."""
+    if job.scheduler == Scheduler.SLURM:
+        return None
+    return WHY_NOT.get(job.scheduler, WHY_NOT[Scheduler.NONE])
+
+
 def facts(job, elapsed: dt.timedelta, running: bool) -> list[Fact]:
-    if job.scheduler != Scheduler.SLURM:
-        why = WHY_NOT.get(job.scheduler, WHY_NOT[Scheduler.NONE])
-        return [Fact(label, NOT_REPORTED, why) for label in
-                ("Requested walltime", "Used of requested", "Submitted", "Queue wait",
-                 "Exit state")]  # fmt: skip
+    """A Slurm job's facts (none for another job: ``none_because``)."""
+    if none_because(job):
+        return []
     limit = job.time_limit_s
     out = [Fact("Requested walltime", duration(limit) if limit else NOT_REPORTED,
                 f"Slurm's TimeLimit, {AT_START}" if limit else

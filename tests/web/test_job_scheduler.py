@@ -78,10 +78,15 @@ def test_a_slurm_job_whose_end_was_not_seen_says_why(client_for):
     ("kubernetes", "ClusterUI asks no scheduler about Kubernetes pods"),
     ("none", "the job ran under no scheduler"),
 ])  # fmt: skip
-def test_jobs_without_a_slurm_query_report_nothing(client_for, scheduler, why):
+def test_jobs_without_a_slurm_query_say_once_why_nothing_is_reported(client_for, scheduler,
+                                                                      why):
     job = f.job("alice")
     Job.objects.filter(pk=job.pk).update(scheduler=scheduler)
-    seen = facts(client_for("alice"), job)
-    assert set(seen) == {"Requested walltime", "Used of requested", "Submitted", "Queue wait",
-                         "Exit state"}
-    assert all(value == ("not reported", f"not reported: {why}") for value in seen.values())
+    response = client_for("alice").get(reverse("job-detail", args=[job.pk]))
+    block = re.search(r'<section class="card" aria-labelledby="sched-title".*?</section>',
+                      response.content.decode(), re.S).group(0)
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", block)).split())
+    assert f"Not reported: {why}. The requested walltime, submit time, queue wait and " \
+        "exit state come from Slurm's scontrol only." in text
+    assert text.count("ot reported") == 1  # one sentence, not one per fact
+    assert "<dt>" not in block
