@@ -24,7 +24,7 @@ def allocations(node, user, start, end) -> list[dict]:
         .values_list("job_id", "job__external_id", "job__user", "job__name", "job__state",
                      "job__ended_at", "gpu__index", "first_seen", "last_seen", "gpu_id",
                      "gpu__parent_id", "gpu__mig_profile", "gpu__mig_gi_id")
-        .order_by("first_seen")
+        .order_by("first_seen", "gpu__index", "gpu__mig_gi_id", "gpu_id")
     )
     out = []
     for (job_id, ext, user_name, name, state, ended_at, index, first, last, gpu_id, parent,
@@ -33,9 +33,33 @@ def allocations(node, user, start, end) -> list[dict]:
         # A MIG instance shares its GPU's index: it is named by its profile too.
         gpu = str(index) if parent is None else gpu_label(index, parent, profile, gi)[4:]
         out.append({"job_id": job_id, "label": ext, "user": user_name, "name": name,
-                    "gpu_index": index, "gpu_id": gpu_id, "gpu_label": gpu, "start": first,
+                    "gpu_index": index, "mig_gi": gi, "gpu_id": gpu_id, "gpu_label": gpu,
+                    "start": first,
                     "end": end if running else last, "running": running})
     return out
+
+
+def gpus_held(allocs) -> str:
+    """The GPUs of one job's allocations here, in index order, as the jobs table says them:
+    "GPU 0", "GPUs 1, 2", "GPUs 0–7" (a run of three or more, as Slurm's GPU index lists
+    write it), MIG instances by their labels."""
+    order = {(a["gpu_index"], a["gpu_label"]): (a["gpu_index"], a["mig_gi"] or -1, a["gpu_label"])
+             for a in allocs}
+    labels = sorted(order, key=order.get)
+    if all(label == str(index) for index, label in labels):
+        said, run = [], []
+        for index, _ in labels + [(None, None)]:
+            if run and index == run[-1] + 1:
+                run.append(index)
+                continue
+            if len(run) >= 3:
+                said.append(f"{run[0]}–{run[-1]}")
+            else:
+                said += map(str, run)
+            run = [index]
+    else:
+        said = [label for _, label in labels]
+    return ("GPU " if len(labels) == 1 else "GPUs ") + ", ".join(said)
 
 
 # Charts drawn with the band from the lowest to the highest sample of any GPU.

@@ -88,6 +88,21 @@ def test_the_jobs_table_names_the_gpus_each_job_holds_here(client_for):
     assert "Seen here from</th>" in html
 
 
+def test_the_jobs_table_lists_a_jobs_gpus_in_index_order(client_for):
+    """Allocations first seen at the same moment came back in any order ("GPUs 6, 2, 3, 4,
+    0, 1, 5, 7" for a whole node); a run of three or more reads as Slurm writes it."""
+    n = f.node("gpu-a009", gpus=8)
+    gpus = {g.index: g for g in n.gpus.all()}
+    f.job("alice", gpus=[gpus[i] for i in (6, 2, 3, 4, 0, 1, 5, 7)], external_id="900021")
+    m = f.node("gpu-a010", gpus=8)
+    others = {g.index: g for g in m.gpus.all()}
+    f.job("bob", gpus=[others[i] for i in (7, 1, 0, 3, 2)], external_id="900022")
+    whole = " ".join(page(client_for("staff"), n).content.decode().split())
+    assert ">900021</a></td><td>alice</td><td>train</td> <td>GPUs 0–7</td>" in whole
+    some = " ".join(page(client_for("staff"), m).content.decode().split())
+    assert ">900022</a></td><td>bob</td><td>train</td> <td>GPUs 0–3, 7</td>" in some
+
+
 def test_query_count_is_pinned(client_for, busy_node, django_assert_num_queries):
     client = client_for("staff")
     with django_assert_num_queries(NODE_QUERIES):

@@ -52,10 +52,11 @@ def node_detail(request, pk):
     allocs = nodepage.allocations(node, request.user, tr.start, tr.end)
     figures, step = nodepage.figures(node, gpus, nics, allocs, tr.start, tr.end)
     events = GpuEvent.objects.filter(gpu__node=node, ts__gte=tr.start, ts__lt=tr.end)
-    jobs = {}
+    jobs, held = {}, {}
     for a in allocs:
-        job = jobs.setdefault(a["job_id"], {**a, "gpus": []})
-        job["gpus"].append(a["gpu_label"])
+        jobs.setdefault(a["job_id"], a)  # its first allocation here: when it was first seen
+        held.setdefault(a["job_id"], []).append(a)
+    jobs = {job_id: {**a, "gpus": nodepage.gpus_held(held[job_id])} for job_id, a in jobs.items()}
     silent = now - node.heard_at > dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)
     findings = list(
         Finding.objects.visible_to(request.user).open().filter(node=node)
