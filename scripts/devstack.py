@@ -11,6 +11,7 @@ binaries; when neither is possible it says exactly what to install.
 
 import argparse
 import glob
+import json
 import os
 import secrets
 import shutil
@@ -309,6 +310,14 @@ def demo(args) -> None:
         key_file.write_text(secrets.token_urlsafe(32))
     ingest_key = key_file.read_text().strip()
     manage(env, "ingest_key", "ensure", "demo", "--key-id", "demo-sim", "--secret", ingest_key)
+    # A demo run after an earlier one continues its history: the simulator back-fills only
+    # after the newest stored sample and numbers its jobs after the stored ones.
+    resume = json.loads(subprocess.run(
+        [sys.executable, "manage.py", "sim_resume", "--cluster", "demo"], cwd=ROOT, env=env,
+        check=True, capture_output=True, text=True).stdout)
+    continue_from = [*(["--after", repr(resume["after"])] if resume["after"] else []),
+                     *(["--first-job-id", str(resume["first_job_id"])]
+                       if resume["first_job_id"] else [])]
     signal.signal(signal.SIGINT, stop_children)
     signal.signal(signal.SIGTERM, stop_children)
     bin_ = str(VENV_BIN)
@@ -327,16 +336,18 @@ def demo(args) -> None:
         str(args.interval), "--broker-url", env["CELERY_BROKER_URL"], "--cluster", "demo",
         "--root", str(sim_root()), "--spool-dir", str(VAR / "spool"),
         "--backfill", str(args.backfill), "--backfill-flush", "120",
-        "--ingest-key-id", "demo-sim", "--mig-nodes", "1"],
+        "--ingest-key-id", "demo-sim", "--mig-nodes", "1", *continue_from],
         {**env, "CLUSTERUI_INGEST_KEY": ingest_key})
     wait_port("127.0.0.1", args.port, "the web server")
     say("")
     say(f"ClusterUI is running: http://localhost:{args.port}/")
     say("  sign in as  admin / clusterui-demo   (staff: sees every job)")
     say("          or  alice / clusterui-demo   (a researcher: sees her own jobs)")
-    say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs is feeding it, "
-        f"with {args.backfill // 60} min of history (gpu-a001's GPUs split into MIG "
-        "instances)")
+    history = (f"with {args.backfill // 60:g} min of history" if not resume["after"] else
+               "continuing the history stored until "
+               + time.strftime("%Y-%m-%d %H:%M", time.localtime(resume["after"])))
+    say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs (gpu-a001's GPUs "
+        f"split into MIG instances) is feeding it, {history}")
     say(f"  alert emails: http://localhost:{args.port}/demo/mail/  (a local SMTP sink on port "
         f"{args.smtp_port}; nothing leaves this machine)")
     say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")

@@ -140,6 +140,8 @@ class ClusterSim:
         a100_nodes: int | None = None,
         k8s_nodes: int | None = None,
         mig_nodes: int = 0,
+        first_job_id: int | None = None,
+        earliest_start: float | None = None,
     ) -> None:
         from collectors.agent import Agent
         from collectors.sim.kubelet import SimKubelet
@@ -170,7 +172,15 @@ class ClusterSim:
                 )
             )
         self.jobs: list[SimJob] = []
-        self._next_id = 812000 + seed % 1000 * 1000
+        # Slurm job ids count up from here; pod UUIDs are drawn from the seed, and salted by
+        # a given first id too, so a run that continues a stored history (``--first-job-id``)
+        # names no job as an earlier run did.
+        self._next_id = (812000 + seed % 1000 * 1000 if first_job_id is None
+                         else first_job_id - 1)
+        self._pod_salt = 0 if first_job_id is None else mix(first_job_id, 0x90D)
+        # No job running at the start began at or before this: a run continuing a stored
+        # history (``--after``) finds the GPUs held by the earlier run's jobs until then.
+        self._earliest_start = earliest_start
         self._tick = 0
         self.now = self.start
         self._initial_jobs()
@@ -337,7 +347,7 @@ class ClusterSim:
         else:
             name = rng.choice(JOB_NAMES[account])
         if k8s:
-            job_id = str(uuidlib.UUID(int=rng.getrandbits(128), version=4))
+            job_id = str(uuidlib.UUID(int=rng.getrandbits(128) ^ self._pod_salt, version=4))
         else:
             self._next_id += 1
             job_id = str(self._next_id)
@@ -345,6 +355,8 @@ class ClusterSim:
             start = t - rng.uniform(300, 4 * 3600)
             if scenario is Scenario.XID:  # an Xid event ~40 s after the simulation starts
                 start = t - XID_PERIOD * rng.randint(1, 8)
+            if self._earliest_start is not None:
+                start = max(start, min(t, math.floor(self._earliest_start) + 1))
             end = t + rng.uniform(1.5 * 3600, 8 * 3600)
         else:
             start = t
@@ -400,6 +412,13 @@ def _parse_args(argv):
     p.add_argument("--backfill-flush", type=float, default=None,
                    help="seconds between batches while back-filling (default: --flush); "
                         "larger batches load history faster")  # fmt: skip
+    p.add_argument("--after", type=float, default=None,
+                   help="Unix time the stored history ends at: the back-fill starts after it "
+                        "and the jobs running at the start began after it (a restarted demo "
+                        "continues its history instead of writing over it)")
+    p.add_argument("--first-job-id", type=int, default=None,
+                   help="the first Slurm job id (default: from the seed); pod UUIDs change "
+                        "with it too")
     p.add_argument("--duration", type=float, default=0.0,
                    help="seconds to run in real time after the backfill (0: forever)")  # fmt: skip
     p.add_argument("--ingest-key-id", default=os.environ.get("CLUSTERUI_INGEST_KEY_ID", ""),
@@ -488,6 +507,9 @@ def main(argv=None) -> int:
 
     launched = time.time()
     first = math.floor((launched - args.backfill) / args.interval) * args.interval
+    if args.after is not None:  # nothing at or before what is already stored
+        first = max(first, (math.floor(args.after / args.interval) + 1) * args.interval)
+    backfill = max(0.0, launched - first)
     sim = ClusterSim(
         nodes=args.nodes,
         gpus_per_node=args.gpus,
@@ -498,6 +520,8 @@ def main(argv=None) -> int:
         interval=args.interval,
         flush=args.flush,
         mig_nodes=args.mig_nodes,
+        first_job_id=args.first_job_id,
+        earliest_start=args.after,
     )
     faults = [] if args.no_fabric_faults else sim.add_fabric_faults(launched)
     out = _Output(args, [n.name for n in sim.nodes])
@@ -505,7 +529,7 @@ def main(argv=None) -> int:
     print(
         f"clusterui-simcluster: SIMULATED cluster {args.cluster!r}: {args.nodes} nodes x "
         f"{args.gpus} GPUs, {len(sim.running_jobs())} jobs running, backfilling "
-        f"{args.backfill:g} s, trees under {sim.root_dir}"
+        f"{backfill:.0f} s, trees under {sim.root_dir}"
         + (f"; SIMULATED fabric faults: {', '.join(faults)}" if faults else ""),
         file=sys.stderr,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -136,3 +137,46 @@ def test_kubernetes_nodes_send_namespace_pod_and_owner(tmp_path):
     assert all(batches[name]["agent"]["simulated"] for name in k8s_nodes)
     slurm = [j for b in batches.values() if b["node"] not in k8s_nodes for j in b["jobs"]]
     assert slurm and not any("namespace" in j for j in slurm)
+
+
+def _job_ids(sim) -> tuple[set[str], set[str]]:
+    slurm = {j.id for j in sim.jobs if j.scheduler == "slurm"}
+    return slurm, {j.id for j in sim.jobs if j.scheduler == "kubernetes"}
+
+
+def test_a_run_given_a_first_job_id_names_no_job_as_an_earlier_run_did(tmp_path):
+    """A restarted demo continues the stored history: its jobs must not take the earlier
+    run's ids (one job would then have "started" twice, on two timelines)."""
+    first = ClusterSim(nodes=16, seed=1, start=T0, root_dir=str(tmp_path / "a"))
+    again = ClusterSim(nodes=16, seed=1, start=T0 + 3600, root_dir=str(tmp_path / "b"))
+    later = ClusterSim(nodes=16, seed=1, start=T0 + 3600, root_dir=str(tmp_path / "c"),
+                       first_job_id=900_000)
+    for sim in (first, again, later):
+        sim.close()
+    (slurm1, pods1), (slurm2, pods2), (slurm3, pods3) = map(_job_ids, (first, again, later))
+    assert slurm1 == slurm2 and pods1 == pods2  # the same seed alone: the same names
+    assert slurm3 and min(map(int, slurm3)) == 900_000
+    assert sorted(map(int, slurm3)) == list(range(900_000, 900_000 + len(slurm3)))
+    assert pods3 and not pods3 & pods1
+    assert [j.scenario for j in later.jobs] == [j.scenario for j in again.jobs]
+
+
+def test_command_after_back_fills_only_past_the_stored_history(tmp_path):
+    import time
+
+    after = time.time() - 35
+    done = subprocess.run(
+        [sys.executable, "-m", "collectors.sim.cluster", "--nodes", "2", "--backfill", "600",
+         "--after", repr(after), "--first-job-id", "5000", "--duration", "1",
+         "--interval", "10", "--flush", "10", "--stdout", "--root", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    batches = [json.loads(line) for line in done.stdout.splitlines()]
+    times = [row[0] for b in batches for row in b["gpu_samples"]["rows"]]
+    assert times and min(times) > after and min(times) <= after + 10
+    jobs = {j["id"]: j for b in batches for j in b["jobs"]}
+    assert jobs and all(int(i) >= 5000 for i in jobs)
+    # The earlier run's jobs held the GPUs until then: none of these began before.
+    assert all(j["started_at"] > after for j in jobs.values())
+    backfilled = int(re.search(r"backfilling (\d+) s", done.stderr).group(1))
+    assert backfilled <= 40  # the ~35 s since the stored history, not the 600 asked
