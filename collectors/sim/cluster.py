@@ -177,7 +177,8 @@ class ClusterSim:
         # names no job as an earlier run did.
         self._next_id = (812000 + seed % 1000 * 1000 if first_job_id is None
                          else first_job_id - 1)
-        self._pod_salt = 0 if first_job_id is None else mix(first_job_id, 0x90D)
+        self._pod_salt = 0 if first_job_id is None else (  # all 128 bits: names show the top
+            mix(first_job_id, 0x90D) << 64 | mix(first_job_id, 0x90E))
         # No job running at the start began at or before this: a run continuing a stored
         # history (``--after``) finds the GPUs held by the earlier run's jobs until then.
         self._earliest_start = earliest_start

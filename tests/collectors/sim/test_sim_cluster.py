@@ -158,6 +158,8 @@ def test_a_run_given_a_first_job_id_names_no_job_as_an_earlier_run_did(tmp_path)
     assert slurm3 and min(map(int, slurm3)) == 900_000
     assert sorted(map(int, slurm3)) == list(range(900_000, 900_000 + len(slurm3)))
     assert pods3 and not pods3 & pods1
+    # ... nor looks like one where pages shorten a UUID (its first characters, a pod's name)
+    assert not {p[:8] for p in pods3} & {p[:8] for p in pods1}
     assert [j.scenario for j in later.jobs] == [j.scenario for j in again.jobs]
 
 
