@@ -97,12 +97,19 @@ def usage_summary(jobs, group: str, start: dt.datetime, end: dt.datetime, *,
     return _rows(rows, group)
 
 
+# The group of jobs whose user (account, namespace) was not reported: a Kubernetes pod has
+# no user, a Slurm job scontrol could not be asked about has none yet. No job filter finds
+# them by it, so the pages link it nowhere.
+NOT_REPORTED = "(not reported)"
+
+
 def _rows(rows, group: str) -> list[dict]:
     out = []
     for row in rows:
         hours = row["gpu_hours"]
         out.append({
-            "name": row[group] or "(unknown)",
+            "name": row[group] or NOT_REPORTED,
+            "reported": bool(row[group]),
             "jobs": row["jobs"],
             "gpu_hours": hours,
             "used_gpu_hours": row["used_gpu_hours"],

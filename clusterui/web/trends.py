@@ -23,6 +23,7 @@ from django.db import connection
 from django.utils import timezone
 
 from clusterui.jobs import visibility
+from clusterui.jobs.usage import NOT_REPORTED
 
 GROUPS = {"user": "User", "account": "Account", "partition": "Partition",
           "cluster": "Cluster", "namespace": "Namespace"}
@@ -137,7 +138,7 @@ def trends(viewer, group: str, period: str, now: dt.datetime | None = None, *,
         rows = cur.fetchall()
     groups: dict[str, Group] = {}
     for period_start, name, hours, used, measured, kwh in rows:
-        g = groups.setdefault(name or "(unknown)", Group(name or "(unknown)"))
+        g = groups.setdefault(name or NOT_REPORTED, Group(name or NOT_REPORTED))
         g.gpu_hours += hours or 0.0
         g.used_gpu_hours += used or 0.0
         g.measured_gpu_hours += measured or 0.0

@@ -314,3 +314,18 @@ def test_the_heatmap_can_show_sm_activity_where_utilization_misleads(client_for)
                                                 "this GPU)"
     assert b"SM activity (GPM) now" in by_sm.content
     assert b'href="/nodes/history/?metric=sm"' in by_sm.content
+
+
+def test_jobs_without_a_user_are_one_row_that_links_nowhere(client_for):
+    """A pod has no user: its waste is the "(not reported)" row, which linked to
+    /jobs/?user=(unknown), a list that finds nothing."""
+    f.node("gpu-a001", gpus=1)
+    f.job("alice", efficiency={"allocated": 10, "used": 2})
+    pod = f.job("", efficiency={"allocated": 10, "used": 1})
+    Job.objects.filter(pk=pod.pk).update(scheduler="kubernetes", namespace="vision")
+    response = client_for("staff").get(reverse("home"))
+    assert [(r["name"], r["wasted_gpu_hours"]) for r in response.context["wasteful_users"]] \
+        == [("(not reported)", 9.0), ("alice", 8.0)]
+    page = response.content.decode()
+    assert "?user=alice&amp;ordering=-wasted" in page
+    assert "(not reported)</span>" in page and "?user=%28" not in page and "?user=&" not in page

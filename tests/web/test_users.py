@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from clusterui.jobs.models import Job
 from tests import rows as f
 
 pytestmark = pytest.mark.django_db
@@ -96,3 +97,13 @@ def test_a_partly_measured_period_says_how_much_was_measured(client_for, usage):
     late.measured_from = late.window_start
     late.save()
     assert "were measured" not in client_for("staff").get(reverse("users")).content.decode()
+
+
+def test_jobs_without_a_user_are_summed_under_not_reported_without_a_jobs_link(client_for,
+                                                                              usage):
+    pod = f.job("", account="", efficiency={"allocated": 3, "used": 1})
+    Job.objects.filter(pk=pod.pk).update(scheduler="kubernetes", namespace="vision")
+    response = client_for("staff").get(reverse("users"))
+    assert rows(response)[-1] == ("(not reported)", 1, 3.0, 2.0)
+    page = response.content.decode()
+    assert page.count("jobs →") == 2  # alice's and bob's
