@@ -14,9 +14,9 @@ from clusterui.alerts import digest, jobend, jobreport
 from clusterui.alerts.choices import DIGEST, JOB_END, EmailStatus, RecipientRole, category_label
 from clusterui.alerts.models import AlertEmail
 from clusterui.alerts.preferences import unsubscribe_url
-from clusterui.fabric.health import is_port_evidence, port_evidence_text
 from clusterui.findings.choices import Severity
 from clusterui.findings.models import JobEfficiency
+from clusterui.web.templatetags.web_format import evidence_items
 
 EFFICIENCY_FIELDS = ("job", "gpus", "gpu_hours_allocated", "gpu_hours_used", "gpu_hours_wasted",
                      "window_start", "window_end", "measured_from")  # + partly_measured
@@ -133,97 +133,23 @@ def _first_in_thread(email: AlertEmail) -> str | None:
 
 # --- evidence, for people ----------------------------------------------------------------
 
-_UNITS = [  # key suffix -> unit shown after the value
-    ("_bytes_per_s", "B/s"), ("_gpu_hours", "GPU-h"), ("_pct", "%"), ("_mib", "MiB"),
-    ("_gib", "GiB"), ("_bytes", "B"), ("_mhz", "MHz"), ("_w", "W"), ("_c", "°C"),
-    ("_hours", "h"), ("_minutes", "min"), ("_min", "min"), ("_s", "s"),
-]
-_WORDS = {
-    "util": "utilization", "mem": "memory", "sm": "SM", "gpu": "GPU", "gpus": "GPUs",
-    "cpu": "CPU", "cpus": "CPUs", "nic": "NIC", "nvlink": "NVLink", "ib": "InfiniBand",
-    "pcie": "PCIe", "xid": "Xid", "gpm": "GPM", "nvml": "NVML", "rx": "RX", "tx": "TX",
-    "dram": "DRAM", "temp": "temperature", "avg": "average", "active": "activity",
-}
-_LEADING = {"mean", "peak", "max", "min", "average", "median", "p5", "p95", "total"}
 MAX_EVIDENCE_ROWS = 14
+MAX_VALUE_CHARS = 240
 
 
 def evidence_rows(evidence) -> list[tuple[str, str]]:
-    """The finding's evidence as (label, value) pairs a person can read:
-    ``{"mean_util_pct": 7.94}`` -> ``[("Mean utilization", "7.94 %")]``."""
+    """The finding's evidence as (label, value) pairs, in the words and units of the web
+    page's evidence (``web_format.evidence_items``, one formatter for both): a list (GPUs,
+    events, ports) on one line, bit masks and nested breakdowns left to the page, sorted by
+    label (jsonb keeps no key order), so the same evidence always reads the same way."""
     if not isinstance(evidence, dict):
         return []
     rows = []
-    for key, value in evidence.items():
-        stem, unit = str(key), ""
-        if isinstance(value, dict) or stem.endswith("_bits"):
-            continue  # breakdowns and bit masks belong on the job page, not in an email
-        if isinstance(value, list) and value and all(map(is_port_evidence, value)):
-            value = " · ".join(port_evidence_text(v) for v in value)  # a fabric link's ports
-        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
-            value = _gpu_list(value)
-            if value is None:
-                continue  # per-event detail (the job page lists it)
-        if "_pct_of_" in stem:  # cpu_used_pct_of_allocated -> "CPU used of allocated", %
-            stem, unit = stem.replace("_pct_of_", "_of_"), "%"
-        for suffix, name in ([] if unit else _UNITS):
-            if stem.endswith(suffix) and len(stem) > len(suffix):
-                unit, stem = name, stem[: -len(suffix)]
-                break
-        words = [_WORDS.get(w, w) for w in stem.split("_") if w]
-        if len(words) > 1 and words[-1] in _LEADING:  # util_mean -> "mean utilization"
-            words.insert(0, words.pop())
-        label = " ".join(words).replace("GPU hours", "GPU-hours")
-        label = label[:1].upper() + label[1:]
-        rows.append((label, _value(value, unit)))
-    # jsonb keeps no key order: sort by label, so the same evidence always reads the same way.
+    for key, (label, value) in zip(evidence, evidence_items(evidence), strict=True):
+        if str(key).endswith("_bits") or isinstance(evidence[key], dict):
+            continue
+        text = "; ".join(value) if isinstance(value, list) else str(value)
+        if len(text) > MAX_VALUE_CHARS:
+            text = text[:MAX_VALUE_CHARS - 1] + "…"
+        rows.append((label, text))
     return sorted(rows, key=lambda row: row[0].lower())[:MAX_EVIDENCE_ROWS]
-
-
-def _gpu_list(items: list) -> str | None:
-    """``[{"node": "gpu-a001", "index": 3, "util_mean_pct": 0.4}, ...]`` ->
-    "gpu-a001 GPU 3 (0.4 %), ..."; None when the items are not GPUs."""
-    if not all(isinstance(i, dict) and "node" in i and "index" in i for i in items):
-        return None
-    shown = []
-    for item in items[:6]:
-        others = [(k, v) for k, v in item.items() if k not in {"node", "index"}]
-        label = f"{item['node']} GPU {item['index']}"
-        if len(others) == 1 and isinstance(others[0][1], int | float):
-            [(key, number)] = others
-            unit = next((name for suffix, name in _UNITS if key.endswith(suffix)), "")
-            label += f" ({_value(number, unit)})"
-        shown.append(label)
-    return ", ".join(shown) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
-
-
-def _value(value, unit: str) -> str:
-    if value is None:
-        return "not reported"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int | float):
-        if unit in {"B", "B/s"}:
-            return _bytes(float(value)) + ("/s" if unit == "B/s" else "")
-        return f"{_number(value)} {unit}".strip()
-    if isinstance(value, list | tuple):
-        items = [_value(v, unit) for v in value[:8]]
-        return ", ".join(items) + (", …" if len(value) > 8 else "")
-    text = str(value)
-    return text if len(text) <= 240 else text[:239] + "…"
-
-
-def _number(value) -> str:
-    if isinstance(value, int):
-        return f"{value:,}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.3g}" if abs(value) >= 0.001 or value == 0 else f"{value:.2e}"
-
-
-def _bytes(value: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
-            return f"{_number(value)} {unit}"
-        value /= 1000
-    return f"{value} B"  # not reached

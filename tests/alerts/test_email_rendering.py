@@ -9,25 +9,46 @@ from django.utils import timezone
 
 from clusterui.alerts.emails import evidence_rows
 from clusterui.alerts.tasks import send_alerts
+from clusterui.web.templatetags.web_format import evidence_items
 from tests.alerts.factories import make_efficiency, make_finding, make_job
 from tests.services import OUTPUT
 
 
-def test_evidence_reads_in_words_and_units():
-    rows = dict(evidence_rows({
-        "util_mean_pct": 8.04, "window_min": 60.0, "gpus": 8, "busy_source": "sm_active",
-        "nic_rx_bytes_per_s": 4.2e10, "sustained": True, "sm_active_mean_pct": None,
-        "cpu_used_pct_of_allocated": 97.14, "gpu_hours_wasted": 12.46, "reason_bits": 96, "per_gpu": {"0": 1},
+def test_evidence_reads_as_on_the_job_page():
+    """The email's evidence table and the web page's say each figure alike (one formatter):
+    the email kept its own words and units, so "7.94 %" by mail was "7.9 %" on the page and
+    a rate in GB/s there in Gb/s."""
+    evidence = {
+        "util_mean_pct": 8.04, "window_min": 60.0, "gpus": 8, "sustained": True,
+        "sm_active_mean_pct": None, "cpu_used_pct_of_allocated": 97.14,
+        "gpu_hours_wasted": 12.46, "reason_bits": 96, "per_node": {"gpu-a001": 1},
+        "traffic_peak_pct": 92.5, "clock_mhz": 1320.0,
         "idle_gpus": [{"node": "gpu-a001", "index": i, "util_mean_pct": 0.3} for i in (1, 2)],
-        "events": [{"ts": "2026-11-22T10:00:00", "code": 79}], "xid_codes": [79, 48],
-    }))
+        "events": [{"ts": "2026-11-22T10:00:00", "kind": "xid", "code": 79, "node": "gpu-a001",
+                    "index": 1}],
+        "xid_codes": [79, 48],
+    }
+    rows = dict(evidence_rows(evidence))
     assert rows == {
-        "Mean utilization": "8.04 %", "Window": "60 min", "GPUs": "8",
-        "Busy source": "sm_active", "NIC RX": "42 GB/s", "Sustained": "yes",
-        "Mean SM activity": "not reported", "GPU-hours wasted": "12.5", "CPU used of allocated": "97.1 %",
-        "Idle GPUs": "gpu-a001 GPU 1 (0.3 %), gpu-a001 GPU 2 (0.3 %)",
-        "Xid codes": "79, 48",
-    }  # bit masks, nested breakdowns and event lists are left to the job page
+        "Mean utilization (NVML)": "8.0 %", "Window": "60 min", "GPUs": "8", "Sustained": "yes",
+        "Mean SM activity": "not reported", "Host CPU used, of allocation": "97.1 %",
+        "GPU-hours wasted": "12.46 GPU-h", "Peak traffic": "92.5 %", "SM clock": "1,320 MHz",
+        "Idle GPUs": "gpu-a001 · GPU 1: 0.3 %; gpu-a001 · GPU 2: 0.3 %",
+        "Latest events": "10:00 Xid 79 on gpu-a001 · GPU 1", "Xid codes": "79, 48",
+    }  # bit masks and nested breakdowns are left to the job page
+    page = {label: "; ".join(v) if isinstance(v, list) else v
+            for label, v in evidence_items(evidence)}
+    assert all(page[label] == value for label, value in rows.items())
+    assert list(rows) == sorted(rows, key=str.lower)  # jsonb keeps no key order
+
+
+def test_a_long_value_is_cut_in_the_email_not_in_the_page():
+    ports = [{"name": f"mlx5_{i}:1", "kind": "infiniband", "state": 4, "phys_state": 5,
+              "width": 1, "gbps": 100, "nominal_gbps": 400, "nominal_width": 4, "errors": {},
+              "counters_saturated": 0, "down": False, "degraded": True, "pause_storm": False}
+             for i in range(8)]  # as findings/detectors/fabric_link.py writes them
+    [(label, value)] = evidence_rows({"ports": ports})
+    assert len(value) == 240 and value.endswith("…") and value.startswith("mlx5_0:1 (infiniband)")
 
 
 def test_evidence_that_is_not_a_mapping_shows_nothing():

@@ -39,7 +39,7 @@ def test_the_owner_gets_one_email_saying_what_why_how_much_and_what_to_do(smtp, 
     for part in (mail.text, mail.html):
         assert "The job&#x27;s 8 GPUs" in part or "The job's 8 GPUs" in part  # what happened
         assert "12.5" in part  # how much is wasted
-        assert "Mean utilization" in part and "7.94 %" in part  # the evidence, readable
+        assert "Mean utilization" in part and "7.9 %" in part  # the evidence, readable
         assert "most of the GPU time allocated to it went unused" in part  # why
         assert "ask for fewer GPUs next time" in part  # what to do
         assert f"http://clusterui.test/jobs/{job.pk}/" in part  # the job page
