@@ -133,7 +133,7 @@ def _first_in_thread(email: AlertEmail) -> str | None:
 
 # --- evidence, for people ----------------------------------------------------------------
 
-MAX_EVIDENCE_ROWS = 14
+MAX_EVIDENCE_ROWS = 32  # a straggler's evidence has 26: its peers' figures must not be cut
 MAX_VALUE_CHARS = 240
 
 

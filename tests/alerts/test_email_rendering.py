@@ -135,3 +135,42 @@ def test_a_partly_measured_job_says_so_beside_its_waste(smtp, cast):
     assert line in " ".join(re.sub(r"<[^>]+>", "", late.html).split())
     assert "Measured from" not in mails[whole.external_id].text
     assert "Measured from" not in mails[whole.external_id].html
+
+
+# A straggler finding's evidence as the detector stored it in the demo (simulated cluster,
+# job 813066, findings/detectors/straggler.py): 26 keys.
+STRAGGLER_EVIDENCE = {
+    "node": "gpu-a008",
+    "drain": 'scontrol update nodename=gpu-a008 state=drain reason="straggler: erroring fabric '
+             'port (ClusterUI)"',
+    "nodes": 2, "exclude": "sbatch --exclude=gpu-a008 ...", "reasons": ["errors"],
+    "per_node": [{"gpus": 8, "node": "gpu-a008", "busy_pct": 57.8, "fabric_pct": 14.9,
+                  "port_errors": 2461, "throttled_share_pct": 0.0},
+                 {"gpus": 8, "node": "gpu-a009", "busy_pct": 57.8, "fabric_pct": 21.3,
+                  "port_errors": 0, "throttled_share_pct": 0.0}],
+    "lost_basis": "the job's GPUs' time not busy x (1 - the node's traffic / its peers')",
+    "window_min": 18.4, "busy_source": "SM activity", "busy_gap_pct": 0.0,
+    "node_busy_pct": 57.8, "lost_gpu_hours": 0.62, "peers_busy_pct": 57.8,
+    "node_fabric_pct": 14.9,
+    "node_port_errors": {"symbol_error": 2220, "port_rcv_errors": 222, "link_error_recovery": 19},
+    "peers_fabric_pct": 21.3, "reference_clock_mhz": None, "node_throttle_reasons": "",
+    "peers_port_errors_max": 0, "port_errors_threshold": 10, "busy_gap_threshold_pct": 15.0,
+    "fabric_ratio_threshold": 0.5, "node_port_errors_total": 2461,
+    "wait_gap_threshold_pct": 5.0, "node_throttled_clock_mhz": None,
+    "node_throttled_share_pct": 0.0, "error_traffic_ratio_threshold": 0.85,
+}
+
+
+def test_a_stragglers_email_compares_the_node_with_its_peers():
+    """The email cut the table at 14 rows by label: the node's figures stayed ("Node busy
+    57.8 %", "Node fabric 14.9 %"), its peers' (later in the alphabet) went, and an empty
+    list of throttle reasons read as nothing at all."""
+    rows = dict(evidence_rows(STRAGGLER_EVIDENCE))
+    assert rows["Its fabric traffic, of capacity"] == "14.9 %"
+    assert rows["Peers' fabric traffic, of capacity (median)"] == "21.3 %"
+    assert rows["Its GPUs busy"] == "57.8 %" and rows["Peers' GPUs busy (median)"] == "57.8 %"
+    assert rows["Its throttle reasons"] == "none"
+    assert rows["GPU-hours lost"] == "0.62 GPU-h"
+    assert rows["Per node"].startswith("gpu-a008: GPUs 8, busy 57.8 %")
+    assert all(value for value in rows.values())
+    assert "Its port error counters' rise" not in rows  # a breakdown: the job page has it

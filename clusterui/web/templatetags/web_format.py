@@ -168,6 +168,19 @@ LABELS = {
     "port_errors_threshold": "Port errors threshold",
     "error_traffic_ratio_threshold": "Traffic ratio threshold (erroring port)",
     "measured_pct": "Share of the run measured",
+    # A straggler's: "its" is the node that holds the job back, "peers" the job's others.
+    "node_busy_pct": "Its GPUs busy", "peers_busy_pct": "Peers' GPUs busy (median)",
+    "busy_gap_pct": "Busy gap, it less its peers",
+    "node_throttled_share_pct": "Its time throttled",
+    "node_throttle_reasons": "Its throttle reasons",
+    "node_throttled_clock_mhz": "Its SM clock while throttled",
+    "node_fabric_pct": "Its fabric traffic, of capacity",
+    "peers_fabric_pct": "Peers' fabric traffic, of capacity (median)",
+    "lost_gpu_hours": "GPU-hours lost", "lost_basis": "Lost GPU-hours counted as",
+    "exclude": "Resubmit with", "drain": "Drain with",
+    "busy_gap_threshold_pct": "Busy gap threshold", "wait_gap_threshold_pct": "Wait gap threshold",
+    "fabric_ratio_threshold": "Fabric traffic ratio threshold",
+    "per_node": "Per node",
 }
 WORDS = {"pct": "", "util": "utilization", "gpu": "GPU", "gpus": "GPUs", "sm": "SM",
          "nic": "NIC", "nvlink": "NVLink", "cpu": "CPU", "cpus": "CPUs", "mib": "", "mem": "memory",
@@ -241,9 +254,11 @@ def _value(key: str, value):
             if len(value) > LIST_SHOWN:
                 items.append(f"and {len(value) - LIST_SHOWN} more")
             return [one_line(item) for item in items]
-        return one_line(", ".join(str(v) for v in value))
+        return one_line(", ".join(str(v) for v in value)) if value else "none"
     if isinstance(value, dict):
         return one_line(_item(value))
+    if isinstance(value, str) and not value.strip():
+        return "none"  # an empty list said as text (no throttle reasons)
     return one_line(value)
 
 
