@@ -145,6 +145,7 @@ class ClusterSim:
     ) -> None:
         from collectors.agent import Agent
         from collectors.sim.kubelet import SimKubelet
+        from collectors.sim.scontrol import SimScontrol
 
         self.seed = seed
         self.cluster = cluster
@@ -205,6 +206,8 @@ class ClusterSim:
         for node, agent in zip(self.nodes, self.agents, strict=True):
             if node.layout == "k8s":  # its kubelet: each GPU's pod (simulated, kubelet.py)
                 agent.pods = SimKubelet(node)
+            else:  # its scontrol: the jobs' scheduler facts (simulated, scontrol.py)
+                agent.jobs.scontrol = SimScontrol(lambda: self.jobs, self._clock)
 
     def add_fabric_faults(self, at: float) -> list[str]:
         """Degrade two links, for the demo: node 1's second port retrains at 1X from ``at``
