@@ -42,6 +42,12 @@ def test_evidence_reads_as_on_the_job_page():
     assert list(rows) == sorted(rows, key=str.lower)  # jsonb keeps no key order
 
 
+def test_every_label_fits_the_text_parts_column():
+    from clusterui.web.templatetags.web_format import LABELS
+
+    assert [label for label in LABELS.values() if len(label) > 32] == []
+
+
 def test_a_long_value_is_cut_in_the_email_not_in_the_page():
     ports = [{"name": f"mlx5_{i}:1", "kind": "infiniband", "state": 4, "phys_state": 5,
               "width": 1, "gbps": 100, "nominal_gbps": 400, "nominal_width": 4, "errors": {},
@@ -167,10 +173,11 @@ def test_a_stragglers_email_compares_the_node_with_its_peers():
     list of throttle reasons read as nothing at all."""
     rows = dict(evidence_rows(STRAGGLER_EVIDENCE))
     assert rows["Its fabric traffic, of capacity"] == "14.9 %"
-    assert rows["Peers' fabric traffic, of capacity (median)"] == "21.3 %"
+    assert rows["Peers' fabric traffic (median)"] == "21.3 %"
     assert rows["Its GPUs busy"] == "57.8 %" and rows["Peers' GPUs busy (median)"] == "57.8 %"
     assert rows["Its throttle reasons"] == "none"
     assert rows["GPU-hours lost"] == "0.62 GPU-h"
     assert rows["Per node"].startswith("gpu-a008: GPUs 8, busy 57.8 %")
     assert all(value for value in rows.values())
     assert "Its port error counters' rise" not in rows  # a breakdown: the job page has it
+    assert max(map(len, rows)) <= 32  # the text part's label column (finding-body.txt)
