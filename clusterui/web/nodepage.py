@@ -43,8 +43,9 @@ def gpus_held(allocs) -> str:
     """The GPUs of one job's allocations here, in index order, as the jobs table says them:
     "GPU 0", "GPUs 1, 2", "GPUs 0–7" (a run of three or more, as Slurm's GPU index lists
     write it), MIG instances by their labels."""
-    order = {(a["gpu_index"], a["gpu_label"]): (a["gpu_index"], a["mig_gi"] or -1, a["gpu_label"])
-             for a in allocs}
+    order = {(a["gpu_index"], a["gpu_label"]):
+             (a["gpu_index"], -1 if a["mig_gi"] is None else a["mig_gi"], a["gpu_label"])
+             for a in allocs}  # a GPU, then its MIG instances by GPU instance (GI 0 too)
     labels = sorted(order, key=order.get)
     if all(label == str(index) for index, label in labels):
         said, run = [], []
