@@ -214,12 +214,14 @@ def manage(env: dict, *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
-def spawn(name: str, cmd: list[str], env: dict, failures: int = 0) -> subprocess.Popen:
+def spawn(name: str, cmd, env: dict, failures: int = 0) -> subprocess.Popen:
+    """Start a supervised child. ``cmd``: its argv, or a function returning it, called again
+    at each restart (the simulator's depends on what is stored by then)."""
     logs = VAR / "log"
     logs.mkdir(parents=True, exist_ok=True)
     log = open(logs / f"{name}.log", "a")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd() if callable(cmd) else cmd, cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     log.close()  # the child holds its own copy
     proc.name, proc.cmd, proc.env = name, cmd, env
     proc.started, proc.failures = time.monotonic(), failures
@@ -244,7 +246,13 @@ def supervise_once() -> None:
         due, name, cmd, env, failures = entry
         if not stopping and now >= due:
             restarts.remove(entry)
-            spawn(name, cmd, env, failures)
+            try:
+                spawn(name, cmd, env, failures)
+            except (OSError, subprocess.CalledProcessError) as exc:  # its argv could not be made
+                delay = min(RESTART_BACKOFF_S * 2 ** failures, RESTART_BACKOFF_MAX_S)
+                say(f"{name} could not be restarted ({exc}); trying again in {delay:.0f} s")
+                restarts.append((now + delay, name, cmd, env, failures + 1))
+                continue
             say(f"{name} restarted")
 
 
@@ -272,6 +280,22 @@ def sim_root() -> Path:
     if shm.is_dir() and os.access(shm, os.W_OK):
         return shm / f"clusterui-sim-{os.getuid()}"
     return VAR / "sim"
+
+
+def sim_resume(env: dict) -> dict:
+    """Where the demo cluster's stored history ends (``manage.py sim_resume``)."""
+    return json.loads(subprocess.run(
+        [sys.executable, "manage.py", "sim_resume", "--cluster", "demo"], cwd=ROOT, env=env,
+        check=True, capture_output=True, text=True).stdout)
+
+
+def continue_from(resume: dict) -> list[str]:
+    """A demo run after an earlier one (or the simulator restarted after a crash) continues
+    the stored history: it back-fills only after the newest stored sample and numbers its
+    jobs after the stored ones."""
+    return [*(["--after", repr(resume["after"])] if resume["after"] else []),
+            *(["--first-job-id", str(resume["first_job_id"])] if resume["first_job_id"]
+              else [])]
 
 
 def demo(args) -> None:
@@ -310,14 +334,7 @@ def demo(args) -> None:
         key_file.write_text(secrets.token_urlsafe(32))
     ingest_key = key_file.read_text().strip()
     manage(env, "ingest_key", "ensure", "demo", "--key-id", "demo-sim", "--secret", ingest_key)
-    # A demo run after an earlier one continues its history: the simulator back-fills only
-    # after the newest stored sample and numbers its jobs after the stored ones.
-    resume = json.loads(subprocess.run(
-        [sys.executable, "manage.py", "sim_resume", "--cluster", "demo"], cwd=ROOT, env=env,
-        check=True, capture_output=True, text=True).stdout)
-    continue_from = [*(["--after", repr(resume["after"])] if resume["after"] else []),
-                     *(["--first-job-id", str(resume["first_job_id"])]
-                       if resume["first_job_id"] else [])]
+    resume = sim_resume(env)
     signal.signal(signal.SIGINT, stop_children)
     signal.signal(signal.SIGTERM, stop_children)
     bin_ = str(VENV_BIN)
@@ -330,13 +347,13 @@ def demo(args) -> None:
                      "-c", "2", "-n", "demo@%h", "--loglevel", "INFO"], env)
     spawn("beat", [f"{bin_}/celery", "-A", "clusterui", "beat", "--loglevel", "INFO",
                    "-s", str(VAR / "celerybeat-schedule")], env)
-    spawn("simcluster", [
+    spawn("simcluster", lambda: [
         f"{bin_}/clusterui-simcluster", "--nodes", str(args.nodes), "--gpus", str(args.gpus),
         "--seed", str(args.seed), "--interval", str(args.interval), "--flush",
         str(args.interval), "--broker-url", env["CELERY_BROKER_URL"], "--cluster", "demo",
         "--root", str(sim_root()), "--spool-dir", str(VAR / "spool"),
         "--backfill", str(args.backfill), "--backfill-flush", "120",
-        "--ingest-key-id", "demo-sim", "--mig-nodes", "1", *continue_from],
+        "--ingest-key-id", "demo-sim", "--mig-nodes", "1", *continue_from(sim_resume(env))],
         {**env, "CLUSTERUI_INGEST_KEY": ingest_key})
     wait_port("127.0.0.1", args.port, "the web server")
     say("")

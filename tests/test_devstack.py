@@ -66,3 +66,33 @@ def test_a_child_that_dies_is_restarted_with_backoff_and_the_rest_keep_running(t
     assert devstack.children == [] and devstack.restarts == []
     devstack.supervise_once()  # stopped: nothing is restarted any more
     assert devstack.children == []
+
+
+def test_a_child_given_as_a_function_gets_its_argv_anew_at_each_restart(tmp_path, capsys):
+    """The demo's simulator is restarted with what is stored by then (``--after``,
+    ``--first-job-id`` from ``manage.py sim_resume``), not the argv of its first start; an
+    argv that cannot be made now is tried again later."""
+    devstack = load_devstack(tmp_path)
+    seen = tmp_path / "argv"
+    calls = []
+
+    def argv():
+        calls.append(len(calls))
+        if len(calls) == 2:
+            raise OSError("the database is not answering")
+        return [sys.executable, "-c",
+                f"import sys; open({str(seen)!r}, 'a').write(sys.argv[1] + ' ')"
+                + ("; import time; time.sleep(600)" if len(calls) > 2 else ""),
+                f"start-{len(calls)}"]
+
+    env = dict(os.environ)
+    devstack.spawn("simcluster", argv, env)
+    try:
+        wait_for(lambda: (devstack.supervise_once(), seen.exists()
+                          and seen.read_text().split() == ["start-1", "start-3"])[1],
+                 timeout=30, interval=0.1, what="the third argv to start")
+        out = capsys.readouterr().out
+        assert "simcluster could not be restarted (the database is not answering)" in out
+        assert out.count("[clusterui] simcluster restarted") == 1
+    finally:
+        devstack.stop_children()
