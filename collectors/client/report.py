@@ -69,8 +69,12 @@ def _duration(job: dict) -> str:
     end = _time(job["ended_at"]) or _time(job["last_seen"])
     if start is None or end is None:
         return "n/a"
-    seconds = max(0, int((end - start).total_seconds()))
-    days, rest = divmod(seconds, 86400)
+    return slurm_duration(max(0, (end - start).total_seconds()))
+
+
+def slurm_duration(seconds: float) -> str:
+    """[days-]hours:minutes:seconds, as Slurm prints RunTime, TimeLimit and Elapsed."""
+    days, rest = divmod(int(seconds), 86400)
     text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
     return f"{days}-{text}" if days else text
 

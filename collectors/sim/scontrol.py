@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from collectors.attribution.metadata import Scontrol
+from collectors.client.report import slurm_duration
 from collectors.sim.signals import unit
 
 MIN_JOB_AGE_S = 300  # slurmctld's MinJobAge default
@@ -75,8 +76,8 @@ def show_job(job, now: float) -> str | None:
         ("Account", job.account), ("QOS", "normal"), ("JobState", state), ("Reason", reason),
         ("Dependency", "(null)"), ("Requeue", "1"), ("Restarts", "0"), ("BatchFlag", "1"),
         ("Reboot", "0"), ("ExitCode", code),
-        ("RunTime", _duration(min(now, job.end) - job.start)),
-        ("TimeLimit", _duration(f.limit_s)), ("TimeMin", "N/A"),
+        ("RunTime", slurm_duration(min(now, job.end) - job.start)),
+        ("TimeLimit", slurm_duration(f.limit_s)), ("TimeMin", "N/A"),
         ("SubmitTime", _local(f.submit)), ("EligibleTime", _local(f.submit)),
         ("AccrueTime", _local(f.submit)), ("StartTime", _local(job.start)),
         ("EndTime", _local(end)), ("Deadline", "N/A"), ("SuspendTime", "None"),
@@ -101,14 +102,6 @@ def show_job(job, now: float) -> str | None:
 def _local(t: float) -> str:
     """A time as scontrol prints it: local, to the second, without a zone."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
-
-
-def _duration(seconds: float) -> str:
-    """[days-]hours:minutes:seconds, as scontrol's RunTime and TimeLimit."""
-    s = int(seconds)
-    days, s = divmod(s, 86400)
-    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
-    return f"{days}-{text}" if days else text
 
 
 def hostlist(names) -> str:
