@@ -45,6 +45,7 @@ from collectors.sim.scenarios import (
     straggler_rank,
     xid_events,
 )
+from collectors.sim.scontrol import hostlist
 from collectors.sim.signals import Wave, mix, unit
 
 LAYOUTS = ("slurm-v2", "slurm-v1", "k8s")
@@ -610,7 +611,7 @@ class SimNode:
                 "SLURM_JOB_NAME": job.name,
                 "SLURM_JOB_ACCOUNT": job.account,
                 "SLURM_JOB_PARTITION": job.partition,
-                "SLURM_JOB_NODELIST": ",".join(job.nodes),
+                "SLURM_JOB_NODELIST": hostlist(job.nodes),
                 "SLURM_JOB_NUM_NODES": str(len(job.nodes)),
                 "SLURM_JOB_START_TIME": str(int(job.start)),
                 "SLURM_CPUS_ON_NODE": str(job.cpus_per_node),

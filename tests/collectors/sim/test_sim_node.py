@@ -67,6 +67,24 @@ def test_trees_parse_with_the_collectors_readers(tmp_path, layout):
         assert entry.meta["user"] == "carol" and entry.meta["cpus"] == "48"
 
 
+def test_a_multi_node_jobs_environment_names_its_nodes_as_slurm_compresses_them(tmp_path):
+    # Slurm gives SLURM_JOB_NODELIST as a hostlist expression, the form `scontrol show
+    # hostlist` prints and `scontrol show hostnames` expands (scontrol(1)), not comma-joined.
+    node = SimNode(str(tmp_path), "gpu-n002", seed=5)
+    job = SimJob("4712", Scenario.HEALTHY_MULTINODE, "carol", 61003, "rl", "gpu", "ddp", T0 - 60,
+                 None, ("gpu-n001", "gpu-n002", "gpu-n003", "gpu-n007"), 4, 48, 99)  # fmt: skip
+    node.place(job, (0, 1, 2, 3))
+    node.advance(T0)
+    pid, _ = node.processes(0)[0]
+    environ = dict(
+        item.split(b"=", 1)
+        for item in (tmp_path / "proc" / str(pid) / "environ").read_bytes().split(b"\0")
+        if item
+    )
+    assert environ[b"SLURM_JOB_NODELIST"] == b"gpu-n[001-003,007]"
+    assert environ[b"SLURM_JOB_NUM_NODES"] == b"4"
+
+
 def test_job_end_removes_its_files(tmp_path):
     node = SimNode(str(tmp_path), "gpu-n001", seed=5)
     node.place(_job(end=T0 + 5), (0, 1, 2, 3))
