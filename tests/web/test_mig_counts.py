@@ -75,7 +75,9 @@ def test_overview_kpis_and_grid_count_the_mig_gpu_once(client_for, cluster):
     html = response.content.decode()
     assert '<div class="kpi-value">1.43</div>' in html  # allocated
     assert '<div class="kpi-value">0.14</div>' in html  # allocated but idle now
-    assert "a MIG instance by SM activity" in html
+    assert "a MIG instance by its SM activity" in html
+    # the fractions are explained once, beside the KPIs
+    assert "GPU counts take a MIG instance as its share of its GPU" in html
     # the grid: a cell per physical GPU, the MIG GPU's saying what of it is held
     cells = [(c.node, c.index) for c in snap.cells]
     assert cells == [("h100-001", 0), ("h100-001", 1), ("mig-h001", 0)]
