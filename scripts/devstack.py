@@ -347,13 +347,17 @@ def demo(args) -> None:
                      "-c", "2", "-n", "demo@%h", "--loglevel", "INFO"], env)
     spawn("beat", [f"{bin_}/celery", "-A", "clusterui", "beat", "--loglevel", "INFO",
                    "-s", str(VAR / "celerybeat-schedule")], env)
+    # The first start continues from what was asked above; a restart (after a crash) asks
+    # again, since the history has moved on since.
+    resumes = [resume]
     spawn("simcluster", lambda: [
         f"{bin_}/clusterui-simcluster", "--nodes", str(args.nodes), "--gpus", str(args.gpus),
         "--seed", str(args.seed), "--interval", str(args.interval), "--flush",
         str(args.interval), "--broker-url", env["CELERY_BROKER_URL"], "--cluster", "demo",
         "--root", str(sim_root()), "--spool-dir", str(VAR / "spool"),
         "--backfill", str(args.backfill), "--backfill-flush", "120",
-        "--ingest-key-id", "demo-sim", "--mig-nodes", "1", *continue_from(sim_resume(env))],
+        "--ingest-key-id", "demo-sim", "--mig-nodes", "1",
+        *continue_from(resumes.pop() if resumes else sim_resume(env))],
         {**env, "CLUSTERUI_INGEST_KEY": ingest_key})
     wait_port("127.0.0.1", args.port, "the web server")
     say("")
@@ -363,8 +367,10 @@ def demo(args) -> None:
     history = (f"with {args.backfill // 60:g} min of history" if not resume["after"] else
                "continuing the history stored until "
                + time.strftime("%Y-%m-%d %H:%M", time.localtime(resume["after"])))
-    say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs (gpu-a001's GPUs "
-        f"split into MIG instances) is feeding it, {history}")
+    # gpu-a001's GPU slots become 1g.10gb instances, seven to a MIG-enabled H100
+    # (collectors/sim/sharing.py), so that node has fewer physical GPUs than the others.
+    say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs (gpu-a001's are "
+        f"{args.gpus} MIG instances on {-(-args.gpus // 7)} H100s) is feeding it, {history}")
     say(f"  alert emails: http://localhost:{args.port}/demo/mail/  (a local SMTP sink on port "
         f"{args.smtp_port}; nothing leaves this machine)")
     say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")
