@@ -34,6 +34,7 @@ def allocations(node, user, start, end) -> list[dict]:
         gpu = str(index) if parent is None else gpu_label(index, parent, profile, gi)[4:]
         out.append({"job_id": job_id, "label": ext, "user": user_name, "name": name,
                     "gpu_index": index, "mig_gi": gi, "gpu_id": gpu_id, "gpu_label": gpu,
+                    "mig_profile": None if parent is None else profile,
                     "start": first,
                     "end": end if running else last, "running": running})
     return out
@@ -42,25 +43,33 @@ def allocations(node, user, start, end) -> list[dict]:
 def gpus_held(allocs) -> str:
     """The GPUs of one job's allocations here, in index order, as the jobs table says them:
     "GPU 0", "GPUs 1, 2", "GPUs 0–7" (a run of three or more, as Slurm's GPU index lists
-    write it), MIG instances by their labels."""
-    order = {(a["gpu_index"], a["gpu_label"]):
-             (a["gpu_index"], -1 if a["mig_gi"] is None else a["mig_gi"], a["gpu_label"])
-             for a in allocs}  # a GPU, then its MIG instances by GPU instance (GI 0 too)
-    labels = sorted(order, key=order.get)
-    if all(label == str(index) for index, label in labels):
-        said, run = [], []
-        for index, _ in labels + [(None, None)]:
-            if run and index == run[-1] + 1:
-                run.append(index)
-                continue
-            if len(run) >= 3:
-                said.append(f"{run[0]}–{run[-1]}")
-            else:
-                said += map(str, run)
-            run = [index]
-    else:
-        said = [label for _, label in labels]
-    return ("GPU " if len(labels) == 1 else "GPUs ") + ", ".join(said)
+    write it); MIG instances under their GPU by profile and GPU instance, runs likewise:
+    "GPU 0 · MIG 1g.10gb (GI 1–7); GPU 1 · MIG 1g.10gb (GI 1)"."""
+    whole = sorted({a["gpu_index"] for a in allocs if a.get("mig_profile") is None})
+    migs: dict[tuple, set] = {}
+    for a in allocs:
+        if a.get("mig_profile") is not None:
+            migs.setdefault((a["gpu_index"], a["mig_profile"]), set()).add(a["mig_gi"])
+    if not migs:
+        return ("GPU " if len(whole) == 1 else "GPUs ") + _runs(whole)
+    parts = [(index, "", f"GPU {index}") for index in whole]
+    for (index, profile), gis in migs.items():
+        known = sorted(gi for gi in gis if gi is not None)
+        said = _runs(known) + (", ?" if None in gis and known else "?" if None in gis else "")
+        parts.append((index, profile, f"GPU {index} · MIG {profile or '?'} (GI {said})"))
+    return "; ".join(text for _, _, text in sorted(parts))
+
+
+def _runs(numbers: list[int]) -> str:
+    """0, 1, 2, 3, 7 -> "0–3, 7": a run of three or more as its ends."""
+    said, run = [], []
+    for n in [*numbers, None]:
+        if run and n is not None and n == run[-1] + 1:
+            run.append(n)
+            continue
+        said += [f"{run[0]}–{run[-1]}"] if len(run) >= 3 else map(str, run)
+        run = [n]
+    return ", ".join(said)
 
 
 # Charts drawn with the band from the lowest to the highest sample of any GPU.

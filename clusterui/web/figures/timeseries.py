@@ -229,7 +229,9 @@ def jobs_timeline(allocations, start, end) -> go.Figure | None:
         return None
     base = layout(height=max(150, 34 * len(rows) + 60), show_legend=False, barmode="overlay",
                   bargap=0.25, hovermode="closest",
-                  yaxis={"categoryorder": "array", "categoryarray": rows,
+                  # automargin: a MIG instance's row is "GPU 0 · MIG 1g.10gb (GI 3)",
+                  # wider than the margin the other charts keep for their numbers.
+                  yaxis={"categoryorder": "array", "categoryarray": rows, "automargin": True,
                          "autorange": "reversed", "gridcolor": "rgba(0,0,0,0)",
                          "tickfont": {"color": MUTED}})
     base["xaxis"] = {**base["xaxis"], "range": [local_time(start), local_time(end)]}
