@@ -136,3 +136,17 @@ def test_buckets_end_with_the_current_one():
     assert weeks[-1] == dt.datetime(2026, 3, 2) and weeks[0] == dt.datetime(2025, 12, 15)
     assert months[0] == dt.datetime(2025, 4, 1) and months[-1] == dt.datetime(2026, 3, 1)
     assert days[-1] == dt.datetime(2026, 3, 4) and len(days) == 30
+
+
+def test_before_any_hour_is_rolled_up_the_page_says_when_one_will_be(client_for, settings):
+    # A new installation (or make demo's first minutes): samples arrive, no hour has closed
+    # and been rolled up yet; the page says so rather than showing an unexplained blank.
+    settings.RAW_HOT_MINUTES = 10
+    node = f.node("trend-new", gpus=1, latest=False)
+    now = timezone.now()
+    f.gpu_samples(list(node.gpus.all()), now - dt.timedelta(minutes=5), now)
+    response = client_for("staff").get(reverse("trends"))
+    assert response.status_code == 200 and response.context["rows"] == []
+    text = " ".join(response.content.decode().split())
+    assert ("No rolled-up GPU time in this period. An hour appears once it is rolled up, "
+            "about 10 min after it ends.") in text

@@ -40,6 +40,9 @@ def trends(request):
         "totals": {m: result.total(m) for m in data.METRICS},
         "errors": errors,
         "hot_minutes": settings.RAW_HOT_MINUTES,
+        # A new installation (or make demo's first minutes) has no closed hour rolled up yet.
+        "trend_empty": ("No rolled-up GPU time in this period. An hour appears once it is "
+                        f"rolled up, about {settings.RAW_HOT_MINUTES} min after it ends."),
         "charts": charts(trend=trend_bars(result, metric, data.METRICS[metric],
                                           top=data.TOP)),
     }
