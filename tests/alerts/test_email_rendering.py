@@ -2,33 +2,35 @@
 mail client shows it (headless Chromium; the screenshot lands in test-output/email/)."""
 
 import datetime as dt
+import html
 import re
+from html.parser import HTMLParser
 
 import pytest
 from django.utils import timezone
 
 from clusterui.alerts.emails import evidence_rows
 from clusterui.alerts.tasks import send_alerts
-from clusterui.web.templatetags.web_format import evidence_items
 from tests.alerts.factories import make_efficiency, make_finding, make_job
 from tests.services import OUTPUT
 
+# A finding's evidence as the detectors write it: figures, a bit mask, nested breakdowns.
+EVIDENCE = {
+    "util_mean_pct": 8.04, "window_min": 60.0, "gpus": 8, "sustained": True,
+    "sm_active_mean_pct": None, "cpu_used_pct_of_allocated": 97.14,
+    "gpu_hours_wasted": 12.46, "reason_bits": 96, "per_node": {"gpu-a001": 1},
+    "traffic_peak_pct": 92.5, "clock_mhz": 1320.0,
+    "idle_gpus": [{"node": "gpu-a001", "index": i, "util_mean_pct": 0.3} for i in (1, 2)],
+    "events": [{"ts": "2026-11-22T10:00:00", "kind": "xid", "code": 79, "node": "gpu-a001",
+                "index": 1}],
+    "xid_codes": [79, 48],
+}
 
-def test_evidence_reads_as_on_the_job_page():
-    """The email's evidence table and the web page's say each figure alike (one formatter):
-    the email kept its own words and units, so "7.94 %" by mail was "7.9 %" on the page and
-    a rate in GB/s there in Gb/s."""
-    evidence = {
-        "util_mean_pct": 8.04, "window_min": 60.0, "gpus": 8, "sustained": True,
-        "sm_active_mean_pct": None, "cpu_used_pct_of_allocated": 97.14,
-        "gpu_hours_wasted": 12.46, "reason_bits": 96, "per_node": {"gpu-a001": 1},
-        "traffic_peak_pct": 92.5, "clock_mhz": 1320.0,
-        "idle_gpus": [{"node": "gpu-a001", "index": i, "util_mean_pct": 0.3} for i in (1, 2)],
-        "events": [{"ts": "2026-11-22T10:00:00", "kind": "xid", "code": 79, "node": "gpu-a001",
-                    "index": 1}],
-        "xid_codes": [79, 48],
-    }
-    rows = dict(evidence_rows(evidence))
+
+def test_evidence_is_said_in_words_and_units():
+    """Each figure with its label and unit, as the job page says it: the email kept its
+    own words, so "7.94 %" by mail was "7.9 %" on the page and a rate in GB/s there Gb/s."""
+    rows = dict(evidence_rows(EVIDENCE))
     assert rows == {
         "Mean utilization (NVML)": "8.0 %", "Window": "60 min", "GPUs": "8", "Sustained": "yes",
         "Mean SM activity": "not reported", "Host CPU used, of allocation": "97.1 %",
@@ -36,10 +38,64 @@ def test_evidence_reads_as_on_the_job_page():
         "Idle GPUs": "gpu-a001 · GPU 1: 0.3 %; gpu-a001 · GPU 2: 0.3 %",
         "Latest events": "10:00 Xid 79 on gpu-a001 · GPU 1", "Xid codes": "79, 48",
     }  # bit masks and nested breakdowns are left to the job page
-    page = {label: "; ".join(v) if isinstance(v, list) else v
-            for label, v in evidence_items(evidence)}
-    assert all(page[label] == value for label, value in rows.items())
     assert list(rows) == sorted(rows, key=str.lower)  # jsonb keeps no key order
+
+
+class _Evidence(HTMLParser):
+    """The job page's evidence list (``<dl class="evidence">``): label -> its value, a list's
+    items joined with "; " as the email joins them."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self._in, self._tag, self._label, self._items = {}, False, None, None, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "dl" and ("class", "evidence") in attrs:
+            self._in = True
+        elif self._in and tag in ("dt", "dd", "li"):
+            self._tag = tag
+            if tag == "dd":
+                self._items = [""]
+            elif tag == "li":
+                self._items.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "dl":
+            self._in = False
+        elif self._in and tag == "dd":
+            self.rows[self._label] = "; ".join(i.strip() for i in self._items if i.strip())
+            self._tag = None
+
+    def handle_data(self, data):
+        if self._tag == "dt":
+            self._label = data.strip()
+        elif self._tag in ("dd", "li"):
+            self._items[-1] += data
+
+
+def test_the_email_says_the_evidence_as_the_job_page_does(smtp, cast, client):
+    """The same finding, sent through a real SMTP server and opened on its job page: every
+    figure in the email's text and HTML parts reads as the page's evidence list says it."""
+    job = make_job("alice")
+    make_finding(job, evidence=EVIDENCE)
+    assert send_alerts()["sent"] == 1
+    [mail] = smtp.received
+    body = mail.text.replace("\r\n", "\n")  # SMTP line ends
+    text = body.split("The numbers behind it:\n", 1)[1].split("\nWHY", 1)[0]
+    by_text = {line[2:34].rstrip(): line[35:] for line in text.splitlines() if line.strip()}
+    by_html = dict(re.findall(r'<tr><td style="[^"]*">([^<]*)</td><td align="right" '
+                              r'style="[^"]*">([^<]*)</td></tr>', mail.html))
+    by_html = {html.unescape(k): html.unescape(v) for k, v in by_html.items()}
+
+    client.force_login(cast["owner"])
+    parser = _Evidence()
+    parser.feed(client.get(f"/jobs/{job.pk}/").content.decode())
+    page = parser.rows
+
+    assert len(by_text) == 12 and by_text == by_html
+    assert {label: page[label] for label in by_text} == by_text
+    # what the email leaves to the page: bit masks and nested breakdowns
+    assert set(page) - set(by_text) >= {"Per node"}
 
 
 def test_every_label_fits_the_text_parts_column():
