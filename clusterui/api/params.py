@@ -16,11 +16,8 @@ from clusterui.inventory.models import Cluster
 from clusterui.jobs.filtersets import UNKNOWN_CLUSTER
 from clusterui.jobs.usage import GROUPS
 from clusterui.telemetry.series import AGGREGATES
+from clusterui.telemetry.timebounds import EARLIEST, LATEST
 
-# Samples cannot predate 2000 (ingest refuses them); the upper bound keeps datetime
-# arithmetic far from overflow.
-EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-LATEST = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)
 MAX_STEP_S = 7 * 86400
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 

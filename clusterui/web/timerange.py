@@ -10,6 +10,8 @@ from urllib.parse import urlencode
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from clusterui.telemetry.timebounds import EARLIEST, LATEST
+
 PRESETS = {
     "1h": dt.timedelta(hours=1),
     "6h": dt.timedelta(hours=6),
@@ -48,11 +50,19 @@ class TimeRange:
 
 
 def _parse_time(raw: str, name: str) -> dt.datetime:
-    value = parse_datetime(raw.strip().replace(" ", "T", 1))
+    try:
+        value = parse_datetime(raw.strip().replace(" ", "T", 1))
+        if value is not None and timezone.is_naive(value):
+            value = timezone.make_aware(value)
+        # Aware times compare in UTC: year 1 an hour east of it is before year 1.
+        inside = value is None or EARLIEST <= value < LATEST
+    except (ValueError, OverflowError):  # well-formed but impossible: hour 25, month 13
+        value = None
     if value is None:
         raise TimeRangeError(f"{name} is not a date and time (YYYY-MM-DD HH:MM): {raw!r}")
-    if timezone.is_naive(value):
-        value = timezone.make_aware(value)
+    if not inside:
+        raise TimeRangeError(f"{name} must lie between {EARLIEST:%Y-%m-%d} and "
+                             f"{LATEST:%Y-%m-%d}: {raw!r}")
     return value
 
 
