@@ -66,6 +66,14 @@ def test_an_unknown_cluster_or_scheduler_is_a_404_that_names_it(client_for, jobs
     assert client.get("/jobs/kubernetes/test/813006/").status_code == 302
 
 
+def test_a_nul_in_the_address_is_a_404_not_a_database_error(client_for, jobs):
+    client = client_for("alice")
+    for path in ("/jobs/slurm/test/813%00006/", "/jobs/slurm/te%00st/813006/"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert "has no NUL character" in message(response)
+
+
 def test_the_same_id_on_two_clusters_is_two_jobs(client_for, jobs):
     other = f.job("alice", external_id="made-on-test")
     Job.objects.filter(pk=other.pk).update(cluster=Cluster.objects.create(name="east"),

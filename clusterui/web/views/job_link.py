@@ -25,6 +25,10 @@ def job_by_scheduler_id(request, scheduler, cluster, jobid):
         return _not_found(request, f"ClusterUI knows no scheduler {scheduler!r}: the first "
                                    f"part of this address is one of "
                                    f"{', '.join(Scheduler.values)}.")
+    if "\x00" in cluster or "\x00" in jobid:
+        # No name holds one (PostgreSQL's text cannot), and a query with one is an error.
+        return _not_found(request, "A cluster name or job id has no NUL character: this "
+                                   "address is not one ClusterUI or a scheduler wrote.")
     if not Cluster.objects.filter(name=cluster).exists():
         known = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none yet"
         return _not_found(request, f"ClusterUI knows no cluster {cluster!r} (its clusters: "
