@@ -36,6 +36,9 @@ COPY static ./static
 RUN SECRET_KEY=build-only DATABASE_URL=postgres://build@localhost/build \
     python manage.py collectstatic --no-input -v 0
 
+# The demo simulator's state volume (docker-compose.yml, simcollector): a new named volume
+# takes this directory's owner, so the unprivileged user can write its state there.
+RUN install -d -o clusterui -g clusterui /var/lib/clusterui-sim
 USER clusterui
 EXPOSE 8000
 # Each service's own check is in docker-compose.yml (python -m clusterui.healthcheck ...).

@@ -27,6 +27,7 @@ import time
 import uuid as uuidlib
 
 from collectors import signing
+from collectors.sim import progress
 from collectors.sim.fabric import SimEthtool
 from collectors.sim.hardware import A100_PCIE, H100_SXM
 from collectors.sim.node import SimJob, SimNode
@@ -248,6 +249,11 @@ class ClusterSim:
         """One contract-1 batch per node (what was sampled since the last flush)."""
         return [agent.build_batch() for agent in self.agents]
 
+    @property
+    def next_job_id(self) -> int:
+        """The Slurm id the next job will get."""
+        return self._next_id + 1
+
     def running_jobs(self, t: float | None = None) -> list[SimJob]:
         t = self.now if t is None else t
         return [j for j in self.jobs if j.active(t)]
@@ -423,6 +429,9 @@ def _parse_args(argv):
     p.add_argument("--first-job-id", type=int, default=None,
                    help="the first Slurm job id (default: from the seed); pod UUIDs change "
                         "with it too")
+    p.add_argument("--state-file", default=None,
+                   help="keep where the simulation has got to in this file, and continue "
+                        "from it at the next start (collectors/sim/progress.py)")
     p.add_argument("--duration", type=float, default=0.0,
                    help="seconds to run in real time after the backfill (0: forever)")  # fmt: skip
     p.add_argument("--ingest-key-id", default=os.environ.get("CLUSTERUI_INGEST_KEY_ID", ""),
@@ -509,6 +518,13 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    if args.state_file:
+        try:
+            resumed = progress.read(args.state_file)
+        except (OSError, progress.ProgressError) as exc:
+            print(f"clusterui-simcluster: --state-file {exc}", file=sys.stderr)
+            return 2
+        args.after, args.first_job_id = progress.later(resumed, args.after, args.first_job_id)
     launched = time.time()
     first = math.floor((launched - args.backfill) / args.interval) * args.interval
     if args.after is not None:  # nothing at or before what is already stored
@@ -555,11 +571,15 @@ def main(argv=None) -> int:
             if t >= next_flush or next_flush - t > flush_period(t):
                 out.send(sim.flush())
                 next_flush = t + flush_period(t)
+                if args.state_file:
+                    progress.write(args.state_file, progress.Progress(t, sim.next_job_id))
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + 60
                 _report(sim, out, t)
             t += args.interval
         out.send(sim.flush())
+        if args.state_file:
+            progress.write(args.state_file, progress.Progress(sim.now, sim.next_job_id))
     finally:
         _report(sim, out, sim.now)
         out.close()

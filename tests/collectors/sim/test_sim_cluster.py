@@ -182,3 +182,45 @@ def test_command_after_back_fills_only_past_the_stored_history(tmp_path):
     assert all(j["started_at"] > after for j in jobs.values())
     backfilled = int(re.search(r"backfilling (\d+) s", done.stderr).group(1))
     assert backfilled <= 40  # the ~35 s since the stored history, not the 600 asked
+
+
+def _simcluster(tmp_path, *extra):
+    done = subprocess.run(
+        # One-second ticks: the second run's first one comes within its two seconds.
+        [sys.executable, "-m", "collectors.sim.cluster", "--nodes", "2", "--duration", "2",
+         "--interval", "1", "--flush", "1", "--stdout", "--root", str(tmp_path / "trees"),
+         *extra],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    batches = [json.loads(line) for line in done.stdout.splitlines()]
+    return done, batches
+
+
+def test_a_restart_with_its_state_file_continues_its_own_history(tmp_path):
+    """The Compose demo's simulator has no database to ask where the stored history ends: it
+    keeps its own progress, and a restart (a crash, a reboot) goes on from there instead of
+    back-filling over what it sent and naming its jobs again."""
+    state = tmp_path / "state.json"
+    done, first = _simcluster(tmp_path, "--backfill", "60", "--state-file", str(state))
+    assert done.returncode == 0, done.stderr
+    kept = json.loads(state.read_text())
+    sent = [row[0] for b in first for row in b["gpu_samples"]["rows"]]
+    ids = [int(j["id"]) for b in first for j in b["jobs"] if j["id"].isdigit()]
+    assert kept["after"] == max(sent) and kept["next_job_id"] > max(ids)
+
+    done, again = _simcluster(tmp_path, "--backfill", "60", "--state-file", str(state))
+    assert done.returncode == 0, done.stderr
+    resent = [row[0] for b in again for row in b["gpu_samples"]["rows"]]
+    assert resent and min(resent) > max(sent)  # nothing written over
+    new_ids = {int(j["id"]) for b in again for j in b["jobs"] if j["id"].isdigit()}
+    assert new_ids and min(new_ids) >= kept["next_job_id"]  # no id twice
+    assert json.loads(state.read_text())["after"] == max(resent)
+
+
+def test_a_state_file_it_did_not_write_stops_it_with_the_reason(tmp_path):
+    state = tmp_path / "state.json"
+    state.write_text('{"after": "yesterday"}')
+    done, batches = _simcluster(tmp_path, "--state-file", str(state))
+    assert done.returncode == 2 and batches == []
+    assert f"--state-file {state}: not a state clusterui-simcluster wrote" in done.stderr
+    assert "remove it to start afresh" in done.stderr
