@@ -554,6 +554,7 @@ def main(argv=None) -> int:
         file=sys.stderr,
     )
     t = first
+    stepped = None  # the newest sample time generated (None: none yet)
     backfill_flush = max(args.flush, args.backfill_flush or args.flush)
 
     def flush_period(t: float) -> float:
@@ -567,6 +568,7 @@ def main(argv=None) -> int:
             if wait > 0 and stop.wait(wait):
                 break
             sim.step(t)
+            stepped = t
             # Flush when due, and at once when back-fill ends (its longer period no longer applies).
             if t >= next_flush or next_flush - t > flush_period(t):
                 out.send(sim.flush())
@@ -578,8 +580,8 @@ def main(argv=None) -> int:
                 _report(sim, out, t)
             t += args.interval
         out.send(sim.flush())
-        if args.state_file:
-            progress.write(args.state_file, progress.Progress(sim.now, sim.next_job_id))
+        if args.state_file and stepped is not None:  # a run stopped before its first tick
+            progress.write(args.state_file, progress.Progress(stepped, sim.next_job_id))
     finally:
         _report(sim, out, sim.now)
         out.close()

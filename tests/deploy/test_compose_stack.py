@@ -76,6 +76,7 @@ class Stack:
 
     def _map(self, value: str) -> str:
         value = value.replace("/tmp/", f"{self.tmp}/")
+        value = value.replace("/var/lib/clusterui-sim/", f"{self.tmp}/simstate/")  # a volume
         value = re.sub(r"/run/secrets/(\w+)", lambda m: str(self.secrets / m.group(1)), value)
         value = value.replace("@postgres:5432/clusterui", f"@{pg_address()}/{DB}")
         return value.replace("redis:6379", f"127.0.0.1:{self.redis_port}")
@@ -282,12 +283,61 @@ def test_the_compose_stack_signs_in_through_its_proxy_ingests_and_is_healthy(sta
         assert exc.code in (301, 302, 307, 308)
         assert exc.headers["Location"].startswith("https://")
 
+    _demo_profile_continues_its_history(s, tmp_path)
+
     # Down is unhealthy: the web's check fails once gunicorn has stopped.
     web = s.procs["web"]
     os.killpg(web.pid, signal.SIGTERM)
     web.wait(20)
     down = s.healthcheck("web")
     assert down.returncode == 1 and "unhealthy" in down.stderr
+
+
+def _demo_profile_continues_its_history(s: Stack, tmp_path: Path) -> None:
+    """--profile demo: demo-key makes the demo cluster's key, the simulated cluster pushes as
+    the collector user with node keys, and a restart of it (crash, reboot, down and up)
+    continues the history it sent from its state volume instead of back-filling over it."""
+    key = subprocess.run(s.command("demo-key"), cwd=ROOT, env=s.env("demo-key"),
+                         capture_output=True, text=True, timeout=120)
+    assert key.returncode == 0, key.stdout + key.stderr
+    (tmp_path / "simstate").mkdir()
+    url = f"postgresql://postgres@{pg_address()}/{DB}"
+    # The service's own command, smaller and quicker (later options win in argparse): the
+    # restart's first tick comes within its run.
+    short = ["--nodes", "2", "--backfill", "60", "--interval", "2", "--flush", "2",
+             "--duration", "5"]
+
+    def stored() -> tuple[int, object, int]:
+        with psycopg.connect(url) as conn:
+            return conn.execute(
+                "SELECT count(*), max(b.last_ts), max(b.id) FROM ingest_ingestbatch b "
+                "JOIN inventory_node n ON n.id = b.node_id JOIN inventory_cluster c "
+                "ON c.id = n.cluster_id WHERE c.name = 'demo'").fetchone()
+
+    runs = []
+    for _ in range(2):
+        before = stored()
+        sim = subprocess.run(s.command("simcollector") + short, cwd=ROOT,
+                             env=s.env("simcollector"), capture_output=True, text=True,
+                             timeout=180)
+        assert sim.returncode == 0, sim.stdout + sim.stderr
+        sent = int(re.findall(r"(\d+) batches sent", sim.stderr)[-1])
+        wait_for(lambda b=before, n=sent: stored()[0] == b[0] + n, timeout=60,
+                 what="the simulated batches stored: " + s.log("ingest"))
+        state = json.loads((tmp_path / "simstate" / "state.json").read_text())
+        runs.append((before, stored(), state))
+    (_, first, state1), (_, _, state2) = runs
+    assert first[1].timestamp() == state1["after"]  # its newest sample, as stored
+    with psycopg.connect(url) as conn:
+        earliest_again = conn.execute(
+            "SELECT min(first_ts) FROM ingest_ingestbatch WHERE id > %s", [first[2]]).fetchone()[0]
+        restarted_jobs = [int(r[0]) for r in conn.execute(
+            "SELECT external_id FROM jobs_job WHERE scheduler = 'slurm' AND first_seen > %s",
+            [first[1]]).fetchall()]
+    assert earliest_again > first[1]  # the restart wrote nothing over the first run's history
+    assert state2["after"] > state1["after"]
+    # its jobs are new ones, not the first run's ids given to other simulated jobs
+    assert restarted_jobs and min(restarted_jobs) >= state1["next_job_id"]
 
 
 def _pings(client) -> bool:

@@ -224,3 +224,17 @@ def test_a_state_file_it_did_not_write_stops_it_with_the_reason(tmp_path):
     assert done.returncode == 2 and batches == []
     assert f"--state-file {state}: not a state clusterui-simcluster wrote" in done.stderr
     assert "remove it to start afresh" in done.stderr
+
+
+def test_a_run_that_made_no_sample_leaves_its_state_as_it_was(tmp_path):
+    # Stopped before its first tick came: it must not claim a sample it never sent (the
+    # next start would leave a gap there).
+    import time
+
+    state = tmp_path / "state.json"
+    ahead = {"version": 1, "after": time.time() + 30, "next_job_id": 900}
+    state.write_text(json.dumps(ahead))
+    done, batches = _simcluster(tmp_path, "--state-file", str(state))
+    assert done.returncode == 0, done.stderr
+    assert [r for b in batches for r in b["gpu_samples"]["rows"]] == []
+    assert json.loads(state.read_text()) == ahead
