@@ -367,10 +367,14 @@ def demo(args) -> None:
     history = (f"with {args.backfill // 60:g} min of history" if not resume["after"] else
                "continuing the history stored until "
                + time.strftime("%Y-%m-%d %H:%M", time.localtime(resume["after"])))
-    # gpu-a001's GPU slots become 1g.10gb instances, seven to a MIG-enabled H100
-    # (collectors/sim/sharing.py), so that node has fewer physical GPUs than the others.
+    # gpu-a001's GPU slots become 1g.10gb instances of MIG-enabled H100s (--mig-nodes 1),
+    # so that node has fewer physical GPUs than the others.
+    from collectors.sim.sharing import PROFILES
+
+    per_gpu = PROFILES["1g.10gb"][0]
     say(f"  a SIMULATED cluster of {args.nodes} nodes x {args.gpus} GPUs (gpu-a001's are "
-        f"{args.gpus} MIG instances on {-(-args.gpus // 7)} H100s) is feeding it, {history}")
+        f"{args.gpus} MIG instances on {-(-args.gpus // per_gpu)} H100s) is feeding it, "
+        f"{history}")
     say(f"  alert emails: http://localhost:{args.port}/demo/mail/  (a local SMTP sink on port "
         f"{args.smtp_port}; nothing leaves this machine)")
     say(f"  logs: {VAR / 'log'}/   ·   Ctrl-C stops everything")

@@ -6,8 +6,6 @@ import datetime as dt
 import re
 
 from django.conf import settings
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -16,7 +14,7 @@ from clusterui.inventory.models import Cluster
 from clusterui.jobs.filtersets import UNKNOWN_CLUSTER
 from clusterui.jobs.usage import GROUPS
 from clusterui.telemetry.series import AGGREGATES
-from clusterui.telemetry.timebounds import EARLIEST, LATEST
+from clusterui.telemetry.timebounds import EARLIEST, LATEST, parse_iso
 
 MAX_STEP_S = 7 * 86400
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
@@ -32,14 +30,7 @@ def parse_time(raw: str) -> dt.datetime:
         if EARLIEST.timestamp() <= seconds < LATEST.timestamp():
             value = dt.datetime.fromtimestamp(seconds, dt.UTC)
     else:
-        try:
-            value = parse_datetime(raw)
-            if value is None and (day := parse_date(raw)) is not None:
-                value = dt.datetime.combine(day, dt.time())
-        except ValueError:  # well-formed but impossible, e.g. month 13
-            value = None
-        if value is not None and timezone.is_naive(value):
-            value = timezone.make_aware(value)
+        value = parse_iso(raw, bare_date=True)
     if value is None:
         raise serializers.ValidationError(
             f"expected an ISO 8601 time (2026-03-02T14:00:00Z) or Unix seconds, got {raw!r}")

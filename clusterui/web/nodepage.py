@@ -54,8 +54,9 @@ def gpus_held(allocs) -> str:
         return ("GPU " if len(whole) == 1 else "GPUs ") + _runs(whole)
     parts = [(index, "", f"GPU {index}") for index in whole]
     for (index, profile), gis in migs.items():
-        known = sorted(gi for gi in gis if gi is not None)
-        said = _runs(known) + (", ?" if None in gis and known else "?" if None in gis else "")
+        # GPU instances by id (0 is one), an instance whose id was not reported as "?"
+        said = ", ".join(filter(None, [_runs(sorted(gi for gi in gis if gi is not None)),
+                                       "?" if None in gis else ""]))
         parts.append((index, profile, f"GPU {index} · MIG {profile or '?'} (GI {said})"))
     return "; ".join(text for _, _, text in sorted(parts))
 

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from clusterui.telemetry.timebounds import EARLIEST, LATEST
+from clusterui.telemetry.timebounds import EARLIEST, LATEST, parse_iso
 
 PRESETS = {
     "1h": dt.timedelta(hours=1),
@@ -50,17 +49,10 @@ class TimeRange:
 
 
 def _parse_time(raw: str, name: str) -> dt.datetime:
-    try:
-        value = parse_datetime(raw.strip().replace(" ", "T", 1))
-        if value is not None and timezone.is_naive(value):
-            value = timezone.make_aware(value)
-        # Aware times compare in UTC: year 1 an hour east of it is before year 1.
-        inside = value is None or EARLIEST <= value < LATEST
-    except (ValueError, OverflowError):  # well-formed but impossible: hour 25, month 13
-        value = None
+    value = parse_iso(raw.strip().replace(" ", "T", 1))
     if value is None:
         raise TimeRangeError(f"{name} is not a date and time (YYYY-MM-DD HH:MM): {raw!r}")
-    if not inside:
+    if not EARLIEST <= value < LATEST:  # aware: year 1 an hour east of UTC is before year 1
         raise TimeRangeError(f"{name} must lie between {EARLIEST:%Y-%m-%d} and "
                              f"{LATEST:%Y-%m-%d}: {raw!r}")
     return value

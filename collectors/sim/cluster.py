@@ -561,6 +561,11 @@ def main(argv=None) -> int:
         return backfill_flush if t < launched - args.interval else args.flush
 
     next_flush = first + flush_period(first)
+
+    def send() -> None:
+        out.send(sim.flush())
+        if args.state_file and stepped is not None:  # not before its first tick
+            progress.write(args.state_file, progress.Progress(stepped, sim.next_job_id))
     next_report = time.monotonic() + 60
     try:
         while not stop.is_set() and t <= stop_at:
@@ -571,17 +576,13 @@ def main(argv=None) -> int:
             stepped = t
             # Flush when due, and at once when back-fill ends (its longer period no longer applies).
             if t >= next_flush or next_flush - t > flush_period(t):
-                out.send(sim.flush())
+                send()
                 next_flush = t + flush_period(t)
-                if args.state_file:
-                    progress.write(args.state_file, progress.Progress(t, sim.next_job_id))
             if time.monotonic() >= next_report:
                 next_report = time.monotonic() + 60
                 _report(sim, out, t)
             t += args.interval
-        out.send(sim.flush())
-        if args.state_file and stepped is not None:  # a run stopped before its first tick
-            progress.write(args.state_file, progress.Progress(stepped, sim.next_job_id))
+        send()
     finally:
         _report(sim, out, sim.now)
         out.close()
