@@ -72,8 +72,9 @@ class TimeRangeQuery(serializers.Serializer):
 
 class MetricsQuery(TimeRangeQuery):
     metrics = serializers.CharField(
-        required=False, default="util_pct", max_length=2000,
-        help_text="Comma-separated metric names (see the endpoint's description)")
+        required=False, max_length=2000,
+        help_text="Comma-separated metric names (see the endpoint's description; without "
+                  "it, `util_pct`, or a NIC's `rx_bytes_per_s,tx_bytes_per_s`)")
     step = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_STEP_S,
         help_text="Bucket width in seconds; automatic when left out (at most 600 buckets, "

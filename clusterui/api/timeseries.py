@@ -1,10 +1,11 @@
-"""The metrics of a node, a GPU or a job, as one aligned answer for the API.
+"""The metrics of a node, a GPU, a NIC or a job, as one aligned answer for the API.
 
 Which devices a request covers is decided here; the reading itself is
 ``clusterui.telemetry.series`` (one bucketed query per device kind). Every series in an
 answer shares one time axis, so a client can plot or compare them index by index.
 
 - a GPU: its own GPU metrics;
+- a NIC: its own receive and transmit rates;
 - a node: each of its GPUs, and each of its NICs for NIC metrics;
 - a job: each GPU allocated to it, the NICs of the nodes those GPUs are on, and the job's
   own host metrics (CPU cores, host memory). A job's series never reach outside the time
@@ -38,7 +39,7 @@ DEFAULT_SPAN = dt.timedelta(hours=1)
 class Subject:
     """What one request may read: devices by source, each as ``(id, label, node name)``."""
 
-    what: str  # "GPU", "node" or "job", for messages
+    what: str  # "GPU", "NIC", "node" or "job", for messages
     devices: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
     # The sampling interval of the nodes involved: buckets are never finer.
     minimum: float = 1.0
@@ -63,6 +64,10 @@ def _minimum(nodes) -> float:
 
 def for_gpu(gpu) -> Subject:
     return Subject("GPU", {"gpu": [_gpu(gpu)]}, minimum=_minimum([gpu.node]))
+
+
+def for_nic(nic) -> Subject:
+    return Subject("NIC", {"nic": [_nic(nic)]}, minimum=_minimum([nic.node]))
 
 
 def for_node(node) -> Subject:

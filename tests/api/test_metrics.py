@@ -1,4 +1,4 @@
-"""GET /api/v1/{gpus,nodes,jobs}/<id>/metrics/: aligned series read from the real sample
+"""GET /api/v1/{gpus,nics,nodes,jobs}/<id>/metrics/: aligned series read from the real sample
 tables, written by the real ingest path."""
 
 import datetime as dt
@@ -117,6 +117,27 @@ def test_node_series_cover_each_gpu_and_each_nic(api, stored):
     assert body["series"][2]["values"] == [1e9] * SAMPLES
 
 
+def test_a_nics_series_are_its_own_rates_by_default(api, stored):
+    """Found through the NIC list as a script would (by node), read without naming metrics:
+    its receive and transmit rates, what the factory sent (1e9 and 2e9 B/s)."""
+    client = api("alice")
+    listed = client.get("/api/v1/nics/", {"node": "gpu-t001"}).json()["results"]
+    assert [n["name"] for n in listed] == ["mlx5_0:1"]
+    body = client.get(f"/api/v1/nics/{listed[0]['id']}/metrics/",
+                      {"step": 10, **window(stored)}).json()
+    assert body["ts"] == [iso(stored["start"] + 10 * k) for k in range(SAMPLES)]
+    assert [(s["source"], s["metric"], s["unit"], s["name"]) for s in body["series"]] == [
+        ("nic", "rx_bytes_per_s", "B/s", "gpu-t001/mlx5_0:1"),
+        ("nic", "tx_bytes_per_s", "B/s", "gpu-t001/mlx5_0:1")]
+    assert body["series"][0]["values"] == [1e9] * SAMPLES
+    assert body["series"][1]["values"] == [2e9] * SAMPLES
+    peak = client.get(f"/api/v1/nics/{listed[0]['id']}/metrics/",
+                      {"metrics": "tx_bytes_per_s", "step": 60, "agg": "max",
+                       **window(stored)}).json()
+    assert [s["metric"] for s in peak["series"]] == ["tx_bytes_per_s"]
+    assert 2e9 in peak["series"][0]["values"]
+
+
 def test_job_series_cover_its_gpus_its_host_and_its_nodes_nics(api, stored):
     job = stored["job"]
     body = api("alice").get(f"/api/v1/jobs/{job.id}/metrics/",
@@ -157,6 +178,8 @@ def test_the_path_without_trailing_slash_works(api, stored):
     ("gpus", {"metrics": "util_pct,bogus"},
      "unknown metric(s) for a GPU: bogus; known: util_pct,"),
     ("gpus", {"metrics": "cpu_cores_used"}, "unknown metric(s) for a GPU: cpu_cores_used"),
+    ("nics", {"metrics": "util_pct"},
+     "unknown metric(s) for a NIC: util_pct; known: rx_bytes_per_s, tx_bytes_per_s"),
     ("nodes", {"metrics": ","}, "metrics: name at least one metric"),
     ("gpus", {"from": "yesterday"},
      "from: expected an ISO 8601 time (2026-03-02T14:00:00Z) or Unix seconds, got 'yesterday'"),
@@ -172,7 +195,7 @@ def test_the_path_without_trailing_slash_works(api, stored):
 @pytest.mark.django_db  # no samples needed: no transaction either
 def test_bad_requests_are_400_with_the_reason(api, path, params, message):
     node = factories.node("gpu-e001", gpus=1)
-    obj = node.gpus.get() if path == "gpus" else node
+    obj = {"gpus": node.gpus.first, "nics": node.nics.first}.get(path, lambda: node)()
     response = api("alice").get(f"/api/v1/{path}/{obj.id}/metrics/", params)
     assert response.status_code == 400
     assert response.json()["error"].startswith(message)

@@ -23,10 +23,13 @@ Answer: `ts` holds each bucket's start; each entry of `series` is one metric of 
 Metrics: {metrics}."""
 
 
-def metrics_action(what: str, covers: str, sources: tuple[str, ...]):
+def metrics_action(what: str, covers: str, sources: tuple[str, ...],
+                   default: tuple[str, ...] = ("util_pct",)):
     """The ``metrics`` detail route of a viewset whose ``metrics_subject(obj)`` says what a
-    request for ``obj`` covers (see ``clusterui.api.timeseries``)."""
+    request for ``obj`` covers (see ``clusterui.api.timeseries``); ``default``: the metrics
+    read when the request names none."""
     names = ", ".join(f"`{m.name}`" for s in sources for m in timeseries.METRICS_BY_SOURCE[s])
+    covers += f" Without `metrics`: {', '.join(f'`{m}`' for m in default)}."
 
     @extend_schema(
         summary=f"Time series of a {what}",
@@ -40,7 +43,8 @@ def metrics_action(what: str, covers: str, sources: tuple[str, ...]):
         query = MetricsQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
-        answer = timeseries.read(self.metrics_subject(obj), q["metrics"], q.get("from"),
+        answer = timeseries.read(self.metrics_subject(obj), q.get("metrics") or list(default),
+                                 q.get("from"),
                                  q.get("to"), step=q.get("step"), agg=q["agg"])
         return Response(answer)
 

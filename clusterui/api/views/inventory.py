@@ -94,3 +94,9 @@ class NicViewSet(InventoryViewSet):
     serializer_class = NicSerializer
     filterset_class = NicFilterSet
     queryset = Nic.objects.select_related("node", "latest").order_by("node__name", "name")
+
+    metrics = metrics_action("NIC", "One series per metric.", ("nic",),
+                             default=("rx_bytes_per_s", "tx_bytes_per_s"))
+
+    def metrics_subject(self, nic):
+        return timeseries.for_nic(nic)
