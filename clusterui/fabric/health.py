@@ -35,6 +35,10 @@ class PortHealth:
     counters_saturated: int | None
     congestion: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)  # error counter -> increase in the window
+    # Its traffic now (``NicLatest``), None where the port has no sample within
+    # NODE_SILENT_AFTER_S of the window's end: a silent port's last rates are not "now".
+    rx_bytes_per_s: float | None = None
+    tx_bytes_per_s: float | None = None
 
     @property
     def state_text(self) -> str:
@@ -74,6 +78,11 @@ class PortHealth:
         return {k: self.congestion[k] for k in STORM_FIELDS if self.congestion.get(k)}
 
     @property
+    def errors_rising(self) -> list[tuple[str, int]]:
+        """The error counters that rose in the window, in the collector's order."""
+        return [(k, v) for k, v in self.errors.items() if v]
+
+    @property
     def error_total(self) -> int:
         return sum(v for v in self.errors.values() if v)
 
@@ -85,6 +94,15 @@ class PortHealth:
         if self.link_gbps is None or not self.nominal_gbps:
             return None
         return 100.0 * self.link_gbps / self.nominal_gbps
+
+    @property
+    def load_pct(self) -> float | None:
+        """The busier direction's share of the link's current rate (a link runs full duplex:
+        each direction has the whole rate)."""
+        rates = [r for r in (self.rx_bytes_per_s, self.tx_bytes_per_s) if r is not None]
+        if not rates or not self.link_gbps:
+            return None
+        return 100.0 * max(rates) * 8 / (self.link_gbps * 1e9)
 
     def badness(self) -> tuple:
         """Worst first: down, then degraded (by the share of rate lost), then errors."""
@@ -129,10 +147,12 @@ def port_evidence_text(entry: dict) -> str:
 _PORTS_SQL = f"""
 SELECT l.nic_id, n.node_id, d.name, n.name, n.kind, l.ts, l.link_state, l.phys_state,
        l.link_width, l.link_gbps, l.nominal_gbps, l.nominal_width, l.counters_saturated,
-       l.congestion, {", ".join(f"e.{f}" for f in ERROR_FIELDS)}
+       l.congestion, x.rx_bytes_per_s, x.tx_bytes_per_s,
+       {", ".join(f"e.{f}" for f in ERROR_FIELDS)}
 FROM fabric_portlink l
 JOIN inventory_nic n ON n.id = l.nic_id
 JOIN inventory_node d ON d.id = n.node_id
+LEFT JOIN telemetry_niclatest x ON x.nic_id = l.nic_id AND x.ts > %(current)s
 LEFT JOIN LATERAL (
     SELECT {", ".join(f"sum({f}) AS {f}" for f in ERROR_FIELDS)}
     FROM fabric_porterrors p WHERE p.nic_id = l.nic_id AND p.ts > %(start)s AND p.ts <= %(end)s
@@ -145,8 +165,10 @@ ORDER BY d.name, n.name
 def ports(start: dt.datetime, end: dt.datetime, node_ids=None, *, cluster: str = ""
           ) -> list[PortHealth]:
     """The ports heard from since ``start`` (all nodes, or ``node_ids``; of every cluster,
-    or the one named ``cluster``), with their error increases in (start, end]."""
-    params = {"start": start, "end": end, "heard": start}
+    or the one named ``cluster``), with their error increases in (start, end] and their
+    traffic as of ``end``."""
+    params = {"start": start, "end": end, "heard": start,
+              "current": end - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S)}
     node_filter = ""
     if node_ids is not None:
         node_filter, params["nodes"] = "AND n.node_id = ANY(%(nodes)s)", list(node_ids)
@@ -158,9 +180,10 @@ def ports(start: dt.datetime, end: dt.datetime, node_ids=None, *, cluster: str =
     with connection.cursor() as cur:
         cur.execute(_PORTS_SQL.format(node_filter=node_filter), params)
         for row in cur.fetchall():
-            errors = {f: int(v) for f, v in zip(ERROR_FIELDS, row[14:], strict=True)
+            errors = {f: int(v) for f, v in zip(ERROR_FIELDS, row[16:], strict=True)
                       if v is not None}
-            out.append(PortHealth(*row[:13], congestion=_json(row[13]), errors=errors))
+            out.append(PortHealth(*row[:13], congestion=_json(row[13]), errors=errors,
+                                  rx_bytes_per_s=row[14], tx_bytes_per_s=row[15]))
     return out
 
 

@@ -3,10 +3,12 @@
 import datetime as dt
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
 from clusterui.fabric.models import PortErrors, PortLink
+from clusterui.telemetry.models import NicLatest
 from tests import rows as f
 
 pytestmark = pytest.mark.django_db
@@ -137,3 +139,73 @@ def test_the_page_keeps_to_the_cluster_chosen_in_the_navigation(client_for, fabr
     test = client.get(reverse("fabric") + "?cluster=test").context
     assert test["total"] == 5 and "gpu-b001" not in {p.node for p in test["ports"]}
     assert client.get(reverse("fabric")).context["total"] == 5  # kept in the session
+
+
+def test_each_port_shows_its_traffic_now_against_its_link(client_for, fabric):
+    """The NIC's newest rates (tests/rows.py: 1 GB/s in, 2 GB/s out) in bits, and the busier
+    direction's share of the link's current rate: 16 Gb/s of the degraded port's 100 is
+    16 %, of a healthy port's 400, 4 %. A port whose newest sample is older than
+    NODE_SILENT_AFTER_S has no traffic "now"."""
+    quiet = fabric["sick"].nics.order_by("name")[0]
+    NicLatest.objects.filter(nic=quiet).update(
+        ts=timezone.now() - dt.timedelta(seconds=settings.NODE_SILENT_AFTER_S + 5))
+    response = client_for("bob").get(reverse("fabric"))
+    by_name = {(p.node, p.name): p for p in response.context["ports"]}
+    degraded = by_name[("gpu-a002", fabric["degraded"].name)]
+    assert (degraded.rx_bytes_per_s, degraded.tx_bytes_per_s) == (1e9, 2e9)
+    assert degraded.load_pct == pytest.approx(16.0)
+    assert by_name[("gpu-a001", "mlx5_0:1")].load_pct == pytest.approx(4.0)
+    stale = by_name[("gpu-a002", quiet.name)]
+    assert stale.rx_bytes_per_s is None and stale.load_pct is None
+    rows = " ".join(response.content.decode().split()).split("<tr")[2:]
+    assert "rx 8 Gb/s · tx 16 Gb/s" in rows[0] and "(16 %)" in rows[0]
+    assert "no current sample" in next(r for r in rows if f">{quiet.name}<" in r
+                                       and "gpu-a002" in r)
+
+
+def test_ports_are_found_by_node_kind_and_health(client_for, fabric):
+    client = client_for("bob")
+
+    def shown(**params):
+        response = client.get(reverse("fabric"), params)
+        assert response.status_code == 200
+        return [(p.node, p.name) for p in response.context["ports"]]
+
+    assert shown(q="A003") == [("gpu-a003", fabric["erroring"].name)]
+    assert shown(show="unhealthy") == [("gpu-a002", fabric["degraded"].name),
+                                      ("gpu-a003", fabric["erroring"].name)]
+    assert shown(show="unhealthy", sort="errors")[0] == ("gpu-a003", fabric["erroring"].name)
+    assert len(shown(kind="infiniband")) == 5
+    response = client.get(reverse("fabric"), {"kind": "roce"})
+    assert response.context["total"] == 5 and response.context["unhealthy"] == 2  # of all
+    assert "No port matches these filters" in response.content.decode()
+
+
+def test_a_bad_filter_is_a_400_naming_it(client_for, fabric):
+    for params, message in (({"kind": "fddi"}, "fddi is not one of the available choices"),
+                            ({"sort": "newest"}, "newest is not one of the available choices"),
+                            ({"show": "healthy"}, "healthy is not one of the available")):
+        response = client_for("bob").get(reverse("fabric"), params)
+        assert response.status_code == 400, params
+        html = response.content.decode()
+        assert message in html and "Fix the filters above" in html
+
+
+def test_a_large_fabric_is_paged_and_says_how_many_ports_there_are(client_for, fabric):
+    """Every port is reachable, the worst on the first page: none is silently dropped."""
+    now = timezone.now()
+    big = f.node("gpu-b001", gpus=1, nics=120)
+    PortLink.objects.bulk_create(
+        PortLink(nic=nic, ts=now, link_state=4, phys_state=5, link_width=4, link_gbps=400.0,
+                 nominal_gbps=400.0, nominal_width=4, counters_saturated=0, active_seen=now)
+        for nic in big.nics.all())
+    client = client_for("bob")
+    first = client.get(reverse("fabric"))
+    assert first.context["total"] == 125 and len(first.context["ports"]) == 100
+    assert first.context["ports"][0].name == fabric["degraded"].name
+    assert "Page 1 of 2 · 125 ports" in first.content.decode()
+    second = client.get(reverse("fabric"), {"page": 2})
+    assert len(second.context["ports"]) == 25
+    seen = {(p.node, p.name) for p in first.context["ports"]} | {
+        (p.node, p.name) for p in second.context["ports"]}
+    assert len(seen) == 125

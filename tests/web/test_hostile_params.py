@@ -33,7 +33,7 @@ def pages(n, gpu, job) -> dict[str, tuple[str, ...]]:
         "/nodes/history/": ("metric", "cluster", *when),
         f"/nodes/{n.pk}/": when,
         f"/gpus/{gpu.pk}/": when,
-        "/fabric/": ("sort", "cluster"),
+        "/fabric/": ("q", "kind", "show", "sort", "page", "cluster"),
         "/jobs/": ("q", "user", "account", "state", "finding", "active_after",
                    "active_before", "ordering", "page", "format"),
         f"/jobs/{job.pk}/": when,
@@ -50,6 +50,7 @@ def pages(n, gpu, job) -> dict[str, tuple[str, ...]]:
         "/api/v1/usage/": ("group", "from", "to", "limit", "cluster"),
         f"/api/v1/gpus/{gpu.pk}/metrics/": ("metrics", "from", "to", "step", "agg"),
         f"/api/v1/jobs/{job.pk}/metrics/": ("metrics", "from", "to", "step", "agg"),
+        f"/api/v1/nics/{n.nics.get().pk}/metrics/": ("metrics", "from", "to", "step", "agg"),
     }
 
 

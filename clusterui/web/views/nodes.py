@@ -85,6 +85,7 @@ def node_detail(request, pk):
         "fabric_ports": fabric_ports,
         "threshold": health.error_threshold(),
         "window_h": settings.DETECTOR_WINDOW_S / 3600,
+        "silent_s": settings.NODE_SILENT_AFTER_S,
         "charts": charts(**figures),
         "step": step,
         "refresh_s": REFRESH_S if tr.live else None,
