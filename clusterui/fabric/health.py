@@ -89,6 +89,16 @@ class PortHealth:
     def erroring(self, threshold: int) -> bool:
         return self.error_total >= threshold or bool(self.errors.get("link_downed"))
 
+    def verdict(self, threshold: int) -> str:
+        """One word for the port, the worst that holds: ``down``, ``degraded``,
+        ``erroring`` (``threshold`` error increases in the window, or the link went down
+        and came back) or ``healthy``."""
+        if self.down:
+            return "down"
+        if self.degraded:
+            return "degraded"
+        return "erroring" if self.erroring(threshold) else "healthy"
+
     @property
     def rate_pct(self) -> float | None:
         if self.link_gbps is None or not self.nominal_gbps:

@@ -209,3 +209,17 @@ def test_a_large_fabric_is_paged_and_says_how_many_ports_there_are(client_for, f
     seen = {(p.node, p.name) for p in first.context["ports"]} | {
         (p.node, p.name) for p in second.context["ports"]}
     assert len(seen) == 125
+
+
+def test_a_link_that_went_down_and_came_back_is_erroring_below_the_threshold(client_for,
+                                                                             fabric):
+    """One link_downed (under the threshold of 10 increases) counts the port unhealthy, and
+    its row says why, as the count above the table does."""
+    quiet = fabric["sick"].nics.order_by("name")[0]
+    PortErrors.objects.create(nic=quiet, ts=timezone.now() - dt.timedelta(minutes=2),
+                              link_downed=1)
+    response = client_for("bob").get(reverse("fabric"), {"show": "unhealthy"})
+    assert response.context["unhealthy"] == 3
+    rows = " ".join(response.content.decode().split()).split("<tr")[2:]
+    mine = next(r for r in rows if f">{quiet.name}<" in r and "gpu-a002" in r)
+    assert "<strong>erroring</strong>" in mine and "link_downed 1" in mine

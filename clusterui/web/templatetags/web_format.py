@@ -275,3 +275,10 @@ def evidence_items(evidence) -> list[tuple[str, object]]:
 @register.filter
 def is_list(value) -> bool:
     return isinstance(value, list)
+
+
+@register.filter
+def port_verdict(port, threshold) -> str:
+    """A fabric port's one word (``fabric.health.PortHealth.verdict``) at the page's error
+    threshold."""
+    return port.verdict(int(threshold))
