@@ -3,6 +3,7 @@
 
 import django_filters
 
+from clusterui.api import fabric_ports
 from clusterui.inventory.choices import NicKind
 from clusterui.inventory.models import Gpu, Nic, Node
 
@@ -43,6 +44,16 @@ class NicFilterSet(django_filters.FilterSet):
     cluster = django_filters.CharFilter(field_name="node__cluster__name")
     node = django_filters.CharFilter(field_name="node__name")
     kind = django_filters.ChoiceFilter(choices=NicKind.choices)
+    fabric = django_filters.ChoiceFilter(
+        choices=[(v, v) for v in ("unhealthy", *fabric_ports.VERDICTS)],
+        method="filter_fabric",
+        help_text="Ports whose fabric verdict is this one (unhealthy: down, degraded or "
+                  "erroring); ports without fabric health never match")
+
+    def filter_fabric(self, queryset, name, value):
+        wanted = set(fabric_ports.VERDICTS) - {"healthy"} if value == "unhealthy" else {value}
+        return queryset.filter(id__in=[p.nic_id for p in fabric_ports.now()
+                                       if p.verdict(fabric_ports.threshold()) in wanted])
 
     class Meta:
         model = Nic

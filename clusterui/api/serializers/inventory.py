@@ -62,19 +62,68 @@ class GpuSerializer(serializers.ModelSerializer):
         return None if latest is None else GpuLatestSerializer(latest, context=self.context).data
 
 
+class PortHealthSerializer(serializers.Serializer):
+    """A fabric port's health as the fabric page shows it (``clusterui.fabric.health``)."""
+
+    ts = serializers.DateTimeField(help_text="When the collector last read the port's link")
+    state = serializers.CharField(source="state_text",
+                                  help_text="Logical state (ACTIVE, DOWN, INIT, ARMED)")
+    phys_state = serializers.CharField(source="phys_text",
+                                       help_text="Physical state (LinkUp, Polling, Disabled, …)")
+    rate_gbps = serializers.FloatField(source="link_gbps", allow_null=True,
+                                       help_text="The link's rate now, Gb/s")
+    width = serializers.IntegerField(source="link_width", allow_null=True,
+                                     help_text="Lanes now (1X, 4X: 1, 4)")
+    nominal_gbps = serializers.FloatField(
+        allow_null=True, help_text="The highest rate the port has run at (null: never up)")
+    nominal_width = serializers.IntegerField(allow_null=True)
+    rate_pct = serializers.FloatField(allow_null=True,
+                                      help_text="rate_gbps as a share of nominal_gbps")
+    verdict = serializers.SerializerMethodField(
+        help_text="The worst that holds: down (after having been up), degraded (below its "
+                  "nominal rate), erroring (DETECTOR_FABRIC_ERRORS or more error counter "
+                  "increases in the window, or the link went down and came back), healthy")
+    errors = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Each error counter's increase over the window (window_s, up to now)")
+    window_s = serializers.SerializerMethodField()
+    counters_saturated = serializers.IntegerField(
+        allow_null=True, help_text="Error counters stuck at their maximum (later errors are "
+                                   "not counted)")
+    congestion = serializers.DictField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="RoCE ports: the mlx5 congestion, drop, retransmission and pause counters' "
+                  "rise in the newest sample interval; empty for InfiniBand")
+
+    def get_verdict(self, obj) -> str:
+        return obj.verdict(self.context["fabric_threshold"])
+
+    def get_window_s(self, obj) -> int:
+        return int(self.context["fabric_window_s"])
+
+
 class NicSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
     latest = serializers.SerializerMethodField()
+    fabric = serializers.SerializerMethodField(
+        help_text="InfiniBand / RoCE health (link, rate against nominal, errors); null for a "
+                  "port that reports none (Ethernet, an older collector) or was not heard "
+                  "from in the window")
 
     class Meta:
         model = Nic
         fields = ["id", "node", "node_id", "name", "kind", "link_bytes_per_s",
-                  "first_seen", "last_seen", "latest"]
+                  "first_seen", "last_seen", "latest", "fabric"]
 
     @extend_schema_field(NicLatestSerializer(allow_null=True))
     def get_latest(self, obj):
         latest = getattr(obj, "latest", None)
         return None if latest is None else NicLatestSerializer(latest).data
+
+    @extend_schema_field(PortHealthSerializer(allow_null=True))
+    def get_fabric(self, obj):
+        port = self.context.get("fabric", {}).get(obj.id)
+        return None if port is None else PortHealthSerializer(port, context=self.context).data
 
 
 class NodeGpuSerializer(GpuSerializer):

@@ -6,7 +6,7 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 
-from clusterui.api import timeseries
+from clusterui.api import fabric_ports, timeseries
 from clusterui.api.filtersets import GpuFilterSet, NicFilterSet, NodeFilterSet
 from clusterui.api.serializers.inventory import GpuSerializer, NicSerializer, NodeSerializer
 from clusterui.api.views.base import metrics_action
@@ -94,6 +94,13 @@ class NicViewSet(InventoryViewSet):
     serializer_class = NicSerializer
     filterset_class = NicFilterSet
     queryset = Nic.objects.select_related("node", "latest").order_by("node__name", "name")
+
+    def get_serializer(self, *args, **kwargs):
+        serializer = super().get_serializer(*args, **kwargs)
+        if args:  # the NICs answered: their fabric health, one query for the page
+            nics = args[0] if kwargs.get("many") else [args[0]]
+            serializer.context.update(fabric_ports.context(list(nics)))
+        return serializer
 
     metrics = metrics_action("NIC", "One series per metric.", ("nic",),
                              default=("rx_bytes_per_s", "tx_bytes_per_s"))
