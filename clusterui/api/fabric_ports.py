@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from clusterui.fabric import health
 
-VERDICTS = ("down", "degraded", "erroring", "healthy")
+VERDICTS = health.VERDICTS
 
 
 def threshold() -> int:

@@ -17,6 +17,9 @@ from clusterui.fabric.metrics import (
     STORM_FIELDS,
 )
 
+# A port's verdicts (``PortHealth.verdict``), worst first.
+VERDICTS = ("down", "degraded", "erroring", "healthy")
+
 
 @dataclass
 class PortHealth:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from clusterui.fabric import health as port_health
 from clusterui.findings.choices import FindingKind, FindingState, Severity
 from clusterui.findings.measured import measured_share_sql
 from clusterui.ingest import health
@@ -82,6 +83,11 @@ LEFT JOIN findings_jobefficiency e ON e.job_id = j.id
 GROUP BY c.name
 """
 
+_NODE_NAMES = """
+SELECT n.id, c.name, n.name FROM inventory_node n JOIN inventory_cluster c ON c.id = n.cluster_id
+WHERE n.id = ANY(%(ids)s) ORDER BY c.name, n.name
+"""
+
 # A finding is about a job (its cluster) or a node (its cluster).
 _FINDINGS = """
 SELECT COALESCE(jc.name, nc.name), f.kind, f.severity, count(*)
@@ -110,6 +116,7 @@ class ClusterCollector(Collector):
     def collect(self):
         now = self.now or timezone.now()
         yield from self.nodes(now)
+        yield from self.fabric(now)
         yield from self.jobs()
         yield from self.findings()
         yield from self.ingest(now)
@@ -141,6 +148,26 @@ class ClusterCollector(Collector):
         yield from families.values()
         yield util
         yield power
+
+    def fabric(self, now):
+        family = GaugeMetricFamily(
+            "clusterui_node_fabric_ports",
+            "InfiniBand / RoCE ports heard from in the detector window, by verdict as the "
+            "fabric page gives it (down after having been up, degraded below its nominal "
+            "rate, erroring, healthy); 0 where none, nodes without such ports absent",
+            labels=[*NODE, "verdict"])
+        start = now - dt.timedelta(seconds=settings.DETECTOR_WINDOW_S)
+        threshold = port_health.error_threshold()
+        counts: dict[int, dict[str, int]] = {}
+        for port in port_health.ports(start, now):
+            verdicts = counts.setdefault(port.node_id, dict.fromkeys(port_health.VERDICTS, 0))
+            verdicts[port.verdict(threshold)] += 1
+        if counts:
+            names = _rows(_NODE_NAMES, {"ids": list(counts)})
+            for node_id, cluster, node in names:
+                for verdict, n in counts[node_id].items():
+                    family.add_metric([cluster, node, verdict], n)
+        yield family
 
     def jobs(self):
         running = GaugeMetricFamily("clusterui_running_jobs", "Jobs running now",

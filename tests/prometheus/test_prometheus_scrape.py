@@ -6,7 +6,9 @@ run against it and must return data.
 
 The data, stored through the real ingest path and judged by the real detector pass:
 cluster ``hand``: ``h101`` two GPUs at 90 % (NVML), ``h102`` one at 90 % and one idle, all
-four held by job 4242 (so one GPU is idle-allocated, an "idle GPU" finding); cluster
+four held by job 4242 (so one GPU is idle-allocated, an "idle GPU" finding); each with an
+InfiniBand port reporting its link (``h102``'s drops from 4X to 1X half way: degraded, a
+fabric finding) and an Ethernet port that reports none; cluster
 ``east``: ``e001``, two GPUs, silent for an hour. One sample refused for its value, one
 batch refused whole, two messages waiting in the queue, one dead letter."""
 
@@ -31,6 +33,8 @@ from clusterui.ingest import deadletter
 from clusterui.ingest.models import IngestBatch
 from clusterui.ingest.tasks import ingest_envelope
 from clusterui.inventory.models import Node
+from collectors.fabric import FIELDS as FABRIC_FIELDS
+from tests.fabric_factories import port
 from tests.findings.batches import Job, Sample, node_batch
 from tests.findings.batches import Node as NodeSpec
 from tests.prometheus import dashboard
@@ -49,7 +53,7 @@ SERIES = {
     "clusterui_node_gpus", "clusterui_node_gpus_reporting", "clusterui_node_gpus_busy",
     "clusterui_node_gpus_allocated", "clusterui_node_gpus_idle_allocated",
     "clusterui_node_silent", "clusterui_node_gpu_utilization_percent",
-    "clusterui_node_gpu_power_watts", "clusterui_running_jobs",
+    "clusterui_node_gpu_power_watts", "clusterui_node_fabric_ports", "clusterui_running_jobs",
     "clusterui_running_jobs_wasted_gpu_hours", "clusterui_running_jobs_allocated_gpu_hours",
     "clusterui_running_jobs_measured_gpu_hours",
     "clusterui_findings_open", "clusterui_ingest_broker_up", "clusterui_ingest_queue_messages",
@@ -62,6 +66,21 @@ SERIES = {
 }
 
 
+def _with_links(batch: dict, degrade: bool) -> dict:
+    """The batch's InfiniBand port (NIC 0) with its link in every row, at 400 Gb/s (4X)
+    throughout, or from half way at 100 Gb/s (1X); the Ethernet port's fields null."""
+    section = batch["nic_samples"]
+    section["fields"] = [*section["fields"], *FABRIC_FIELDS]
+    ticks = sorted({row[0] for row in section["rows"]})
+    half = ticks[len(ticks) // 2]
+    rows = []
+    for row in section["rows"]:
+        link = port(link_width=1, link_gbps=100.0) if degrade and row[0] >= half else port()
+        rows.append(row + [link.get(f) if row[1] == 0 else None for f in FABRIC_FIELDS])
+    section["rows"] = rows
+    return batch
+
+
 def _store(broker) -> dict:
     """The data above; returns what the test compares with."""
     now = time.time()
@@ -71,8 +90,10 @@ def _store(broker) -> dict:
     idle = [Sample(util=0.0, sm=0.0) for _ in times]
     refused = 0
     for seq, (name, gpus) in enumerate((("h101", (busy, busy)), ("h102", (busy, idle))), 1):
-        batch = node_batch(NodeSpec(name), seq=seq, times=times, jobs=[job],
-                           gpu=dict(enumerate(gpus)), owner={0: "4242", 1: "4242"})
+        batch = _with_links(node_batch(NodeSpec(name), seq=seq, times=times, jobs=[job],
+                                       gpu=dict(enumerate(gpus)), owner={0: "4242", 1: "4242"},
+                                       nic={0: [(1e8, 1e8)] * N, 1: [(1e6, 1e6)] * N}),
+                            degrade=name == "h102")
         if name == "h101":  # one sample out of range: refused, the rest stored
             bad = list(batch["gpu_samples"]["rows"][-1])
             bad[0], bad[3] = times[-1] - 5, 250.0
@@ -197,6 +218,13 @@ def test_prometheus_scrapes_every_series(prometheus, live_server, broker, clean_
     assert values(base, "clusterui_node_gpu_power_watts", at, *node) == {
         ("hand", "h101"): 600.0, ("hand", "h102"): 600.0}  # 300 W per GPU (batches.py)
 
+    # Each node's InfiniBand port by verdict, zeros too; the Ethernet ports report no link
+    # and e001 none at all: no series for them.
+    ports = values(base, "clusterui_node_fabric_ports", at, *node, "verdict")
+    assert {k: v for k, v in ports.items() if v} == {("hand", "h101", "healthy"): 1,
+                                                     ("hand", "h102", "degraded"): 1}
+    assert len(ports) == 2 * 4
+
     assert values(base, "clusterui_running_jobs", at, "cluster") == {("hand",): 1,
                                                                       ("east",): 0}
     wasted = values(base, "clusterui_running_jobs_wasted_gpu_hours", at, "cluster")
@@ -211,7 +239,8 @@ def test_prometheus_scrapes_every_series(prometheus, live_server, broker, clean_
 
     findings = values(base, "clusterui_findings_open", at, "cluster", "kind", "severity")
     assert len(findings) == 2 * len(FindingKind.values) * len(Severity.values)  # zeros too
-    assert {k: v for k, v in findings.items() if v} == {("hand", "idle_gpu", "info"): 1}
+    assert {k: v for k, v in findings.items() if v} == {("hand", "idle_gpu", "info"): 1,
+                                                        ("hand", "fabric_link", "warning"): 1}
 
     one = {"clusterui_ingest_broker_up": 1, "clusterui_ingest_queue_messages": 2,
            "clusterui_ingest_reserved_messages": 0, "clusterui_ingest_consumers": 0,
