@@ -3,6 +3,7 @@ the range, the jobs on it (scoped to what the viewer may see) and its charts."""
 
 from django.db.models import Q
 
+from clusterui.fabric import history
 from clusterui.inventory.models import gpu_label
 from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import Job, JobGpu
@@ -108,5 +109,8 @@ def figures(node, gpus, nics, allocs, start, end) -> tuple[dict, int]:
             capacity_label="power limit {:,.0f} W"),
         "temperature": ts_figs.per_gpu_chart(gs, "temp_c", labels, y_title="°C"),
         "network": ts_figs.nic_throughput_chart(ns, nics),
+        "fabric_errors": ts_figs.port_errors_chart(
+            ns, history.error_buckets([n.id for n in nics], ns.ts[0], ns.step, len(ns.ts))
+            if ns.ts else {}, {n.id: n.name for n in nics}),
         "jobs": ts_figs.jobs_timeline(allocs, start, end),
     }, gs.step

@@ -10,6 +10,7 @@ from django.utils import timezone
 from clusterui.fabric.models import PortErrors, PortLink
 from clusterui.telemetry.models import NicLatest
 from tests import rows as f
+from tests.web.plotly_data import values
 
 pytestmark = pytest.mark.django_db
 
@@ -223,3 +224,21 @@ def test_a_link_that_went_down_and_came_back_is_erroring_below_the_threshold(cli
     rows = " ".join(response.content.decode().split()).split("<tr")[2:]
     mine = next(r for r in rows if f">{quiet.name}<" in r and "gpu-a002" in r)
     assert "<strong>erroring</strong>" in mine and "link_downed 1" in mine
+
+
+def test_the_node_page_charts_when_its_ports_began_to_err(client_for, fabric):
+    """The erroring port's counters as stacked bars per bucket of the page's range: the
+    900 symbol errors and 2 link recoveries stored 5 minutes ago fall in one bucket, nothing
+    before; a node whose ports reported no error says so instead of drawing zeros."""
+    client = client_for("bob")
+    noisy = client.get(reverse("node-detail", args=[fabric["erroring"].node_id]))
+    chart = noisy.context["charts"]["fabric_errors"]
+    traces = {t["name"]: values(t["y"]) for t in chart["data"]}
+    name = fabric["erroring"].name
+    assert set(traces) == {f"{name} symbol_error", f"{name} link_error_recovery"}
+    symbols = traces[f"{name} symbol_error"]
+    assert sum(symbols) == 900 and symbols.count(900) == 1
+    assert traces[f"{name} link_error_recovery"].index(2) == symbols.index(900)
+    assert all(t["type"] == "bar" for t in chart["data"]) and chart["layout"]["barmode"] == "stack"
+    html = client.get(reverse("node-detail", args=[fabric["sick"].pk])).content.decode()
+    assert "Fabric errors" in html and "No fabric error counter rose in this range." in html

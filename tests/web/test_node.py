@@ -15,8 +15,9 @@ from tests.web.plotly_data import present
 pytestmark = pytest.mark.django_db
 
 # session + user, then: node, GPUs (+ latest), NICs (+ latest), allocations, GPU series,
-# NIC series, events, event count, open findings on the node, fabric ports.
-NODE_QUERIES = 2 + 10 + 1  # + the navigation's cluster list (web/cluster_choice.py)
+# NIC series, the ports' error counters over the range, events, event count, open findings
+# on the node, fabric ports.
+NODE_QUERIES = 2 + 11 + 1  # + the navigation's cluster list (web/cluster_choice.py)
 
 
 @pytest.fixture

@@ -146,6 +146,22 @@ def nic_throughput_chart(series, nics) -> go.Figure | None:
     return _figure(data=traces, layout=layout(y_title="Gb/s", **capacity_lines(lines)))
 
 
+def port_errors_chart(series, buckets: dict[tuple[int, str], list[int]],
+                      names: dict[int, str]) -> go.Figure | None:
+    """Fabric error counters' increases per bucket of ``series``' axis, stacked bars per
+    port and counter (``fabric.history.error_buckets``): when a link began to err, and
+    which counter."""
+    if not buckets or not series.ts:
+        return None
+    axis = time_axis(series)
+    traces = [{"type": "bar", **axis, "y": values, "name": f"{names.get(nic, nic)} {counter}",
+               "marker": {"color": color(i)}, "width": series.step * 1000, "offset": 0,
+               "hovertemplate": "%{y:,}"}
+              for i, ((nic, counter), values) in enumerate(buckets.items())]
+    return _figure(data=traces, layout=layout(y_title="increases", barmode="stack",
+                                              bargap=0))
+
+
 def activity_chart(series, *, gpu_util, gpu_sm, nic_pct, nvlink_pct,
                    band: tuple[list, list, str] | None = None) -> go.Figure | None:
     """GPU activity and link traffic on one time axis and one 0-100 % scale: a

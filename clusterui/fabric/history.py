@@ -1,0 +1,36 @@
+"""A node's fabric error counters over time, for its page: each port's increases summed per
+bucket of the page's time axis. ``PortErrors`` holds only the samples where a counter rose,
+so a bucket without a row is 0 (the port reported no increase, or did not report)."""
+
+import datetime as dt
+
+from django.db import connection
+
+from clusterui.fabric.metrics import ERROR_FIELDS
+
+_SQL = f"""
+SELECT nic_id, floor(extract(epoch FROM ts - %(t0)s) / %(step)s)::int AS k,
+       {", ".join(f"sum({f})" for f in ERROR_FIELDS)}
+FROM fabric_porterrors
+WHERE nic_id = ANY(%(nics)s) AND ts >= %(t0)s AND ts < %(t1)s
+GROUP BY 1, 2
+"""
+
+
+def error_buckets(nic_ids, first: dt.datetime, step: int, count: int
+                  ) -> dict[tuple[int, str], list[int]]:
+    """{(NIC id, error counter): its increases in each of ``count`` buckets of ``step``
+    seconds from ``first``}, for the counters that rose at all; {} when none did."""
+    nic_ids = list(nic_ids)
+    if not nic_ids or count <= 0:
+        return {}
+    params = {"nics": nic_ids, "t0": first, "step": step,
+              "t1": first + dt.timedelta(seconds=step * count)}
+    out: dict[tuple[int, str], list[int]] = {}
+    with connection.cursor() as cur:
+        cur.execute(_SQL, params)
+        for nic_id, k, *sums in cur.fetchall():
+            for name, value in zip(ERROR_FIELDS, sums, strict=True):
+                if value:
+                    out.setdefault((nic_id, name), [0] * count)[k] += int(value)
+    return dict(sorted(out.items()))
