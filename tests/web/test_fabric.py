@@ -10,7 +10,7 @@ from django.utils import timezone
 from clusterui.fabric.models import PortErrors, PortLink
 from clusterui.telemetry.models import NicLatest
 from tests import rows as f
-from tests.web.plotly_data import values
+from tests.web.plotly_data import present, values
 
 pytestmark = pytest.mark.django_db
 
@@ -228,8 +228,12 @@ def test_a_link_that_went_down_and_came_back_is_erroring_below_the_threshold(cli
 
 def test_the_node_page_charts_when_its_ports_began_to_err(client_for, fabric):
     """The erroring port's counters as stacked bars per bucket of the page's range: the
-    900 symbol errors and 2 link recoveries stored 5 minutes ago fall in one bucket, nothing
-    before; a node whose ports reported no error says so instead of drawing zeros."""
+    900 symbol errors and 2 link recoveries stored 5 minutes ago fall in one bucket. Only
+    rises are stored: a bucket without one is 0 where the port has a sample (the last
+    half hour here), a gap where it has none. A node whose ports reported no error says
+    so instead of drawing zeros."""
+    now = timezone.now()
+    f.nic_samples([fabric["erroring"]], now - dt.timedelta(minutes=30), now)
     client = client_for("bob")
     noisy = client.get(reverse("node-detail", args=[fabric["erroring"].node_id]))
     chart = noisy.context["charts"]["fabric_errors"]
@@ -237,8 +241,12 @@ def test_the_node_page_charts_when_its_ports_began_to_err(client_for, fabric):
     name = fabric["erroring"].name
     assert set(traces) == {f"{name} symbol_error", f"{name} link_error_recovery"}
     symbols = traces[f"{name} symbol_error"]
-    assert sum(symbols) == 900 and symbols.count(900) == 1
+    assert present(symbols).count(900) == 1 and sum(present(symbols)) == 900
     assert traces[f"{name} link_error_recovery"].index(2) == symbols.index(900)
+    step = noisy.context["step"]
+    reporting = round(30 * 60 / step)  # the buckets of the last half hour
+    assert symbols[:-reporting - 1] == [None] * (len(symbols) - reporting - 1)
+    assert set(symbols[-reporting + 1:-1]) <= {0, 900}  # the bucket now has no sample yet
     assert all(t["type"] == "bar" for t in chart["data"]) and chart["layout"]["barmode"] == "stack"
     html = client.get(reverse("node-detail", args=[fabric["sick"].pk])).content.decode()
     assert "Fabric errors" in html and "No fabric error counter rose in this range." in html

@@ -148,13 +148,25 @@ def nic_throughput_chart(series, nics) -> go.Figure | None:
 
 def port_errors_chart(series, buckets: dict[tuple[int, str], list[int]],
                       names: dict[int, str]) -> go.Figure | None:
-    """Fabric error counters' increases per bucket of ``series``' axis, stacked bars per
-    port and counter (``fabric.history.error_buckets``): when a link began to err, and
-    which counter."""
+    """Fabric error counters' increases per bucket of ``series``' axis (the node's NIC
+    series), stacked bars per port and counter (``fabric.history.error_buckets``): when a
+    link began to err, and which counter. Only rises are stored, so a bucket without one is
+    0 where the port has a sample in ``series``, and a gap where it has none (it did not
+    report: nothing is known)."""
     if not buckets or not series.ts:
         return None
     axis = time_axis(series)
-    traces = [{"type": "bar", **axis, "y": values, "name": f"{names.get(nic, nic)} {counter}",
+
+    def reported(nic: int) -> list[bool]:
+        row = series.values.get(nic, {})
+        rx = row.get("rx_bytes_per_s") or [None] * len(series.ts)
+        tx = row.get("tx_bytes_per_s") or [None] * len(series.ts)
+        return [a is not None or b is not None for a, b in zip(rx, tx, strict=True)]
+
+    seen = {nic: reported(nic) for nic, _counter in buckets}
+    traces = [{"type": "bar", **axis, "name": f"{names.get(nic, nic)} {counter}",
+               "y": values_array([v if v or seen[nic][k] else None
+                                  for k, v in enumerate(values)]),
                "marker": {"color": color(i)}, "width": series.step * 1000, "offset": 0,
                "hovertemplate": "%{y:,}"}
               for i, ((nic, counter), values) in enumerate(buckets.items())]
