@@ -247,6 +247,11 @@ def test_the_node_page_charts_when_its_ports_began_to_err(client_for, fabric):
     reporting = round(30 * 60 / step)  # the buckets of the last half hour
     assert symbols[:-reporting - 1] == [None] * (len(symbols) - reporting - 1)
     assert set(symbols[-reporting + 1:-1]) <= {0, 900}  # the bucket now has no sample yet
+    # The time no port reported is shaded and says so: a blank there is not "no error".
+    shaded = [(s["x0"], s["x1"]) for s in chart["layout"]["shapes"] if s["type"] == "rect"]
+    assert len(shaded) == 2  # before the samples, and the bucket now
+    assert shaded[0][0] == chart["data"][0]["x0"]  # from the range's first bucket
+    assert [a["text"] for a in chart["layout"]["annotations"]] == ["no sample"]
     assert all(t["type"] == "bar" for t in chart["data"]) and chart["layout"]["barmode"] == "stack"
     html = client.get(reverse("node-detail", args=[fabric["sick"].pk])).content.decode()
     assert "Fabric errors" in html and "No fabric error counter rose in this range." in html

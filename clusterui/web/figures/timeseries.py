@@ -9,12 +9,14 @@ checking 64 traces of a 64-GPU job's chart cost more than building them (60 ms a
 against 26 ms, measured by ``benchmarks/query_latency.py``).
 """
 
+import datetime as dt
 from html import escape
 
 import plotly.graph_objects as go
 
 from clusterui.web.figures.common import (
     CAPACITY,
+    GRID,
     MUTED,
     color,
     has_values,
@@ -170,8 +172,29 @@ def port_errors_chart(series, buckets: dict[tuple[int, str], list[int]],
                "marker": {"color": color(i)}, "width": series.step * 1000, "offset": 0,
                "hovertemplate": "%{y:,}"}
               for i, ((nic, counter), values) in enumerate(buckets.items())]
+    # Where no port of the node reported, shaded and said: a blank there is not "no error".
+    silent = [not any(seen[nic][k] for nic in seen) for k in range(len(series.ts))]
+    shapes, notes = [], []
+    k = 0
+    while k < len(silent):
+        if not silent[k]:
+            k += 1
+            continue
+        end = k
+        while end + 1 < len(silent) and silent[end + 1]:
+            end += 1
+        lo = local_time(series.ts[k])
+        hi = local_time(series.ts[end] + dt.timedelta(seconds=series.step))
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": lo, "x1": hi,
+                       "y0": 0, "y1": 1, "fillcolor": GRID, "opacity": 0.7, "line":
+                       {"width": 0}, "layer": "below"})
+        if end - k >= 2:  # wide enough to label
+            notes.append({"text": "no sample", "xref": "x", "x": lo, "xanchor": "left",
+                          "yref": "paper", "y": 1, "yanchor": "top", "showarrow": False,
+                          "font": {"size": 10, "color": MUTED}})
+        k = end + 1
     return _figure(data=traces, layout=layout(y_title="increases", barmode="stack",
-                                              bargap=0))
+                                              bargap=0, shapes=shapes, annotations=notes))
 
 
 def activity_chart(series, *, gpu_util, gpu_sm, nic_pct, nvlink_pct,
