@@ -269,13 +269,27 @@ def test_the_top_bar_fits_a_laptop_screen(live_server, browser):
     """A staff member's top bar is the longest (two clusters' selector, the Ingest and Admin
     links): at 1280 and 1024 px it wraps onto a second line rather than making every page
     scroll sideways, and every link stays inside it and on the screen."""
-    from django.contrib.auth import get_user_model
+    import datetime as dt
 
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from clusterui.fabric.models import PortErrors, PortLink
     from tests import rows as f
 
     get_user_model().objects.create_user("admin", password=PASSWORD, is_staff=True)
-    f.node("gpu-a001", gpus=1)
+    node = f.node("gpu-a001", gpus=1)
     f.node("gpu-b001", gpus=1, cluster_name="a-longer-cluster-name")
+    # A port on the fabric page with every column full: degraded, traffic, a long counters
+    # cell (the table scrolls inside its card, the page does not).
+    now = timezone.now()
+    nic = node.nics.get()
+    PortLink.objects.create(nic=nic, ts=now, link_state=4, phys_state=5, link_width=1,
+                            link_gbps=100.0, nominal_gbps=400.0, nominal_width=4,
+                            counters_saturated=2, active_seen=now)
+    PortErrors.objects.create(nic=nic, ts=now - dt.timedelta(minutes=1), symbol_error=7200,
+                              link_error_recovery=60, port_rcv_errors=720,
+                              port_xmit_discards=12345, local_link_integrity_errors=3)
     tour = Tour(browser, live_server.url, "admin")
     for width in (1280, 1024):
         tour.page.set_viewport_size({"width": width, "height": 800})
