@@ -293,10 +293,11 @@ def test_the_top_bar_fits_a_laptop_screen(live_server, browser):
     tour = Tour(browser, live_server.url, "admin")
     for width in (1280, 1024):
         tour.page.set_viewport_size({"width": width, "height": 800})
-        tour.visit("/fabric/")
-        overflow = tour.page.evaluate(
-            "document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert overflow == 0, f"at {width} px the page scrolls {overflow} px sideways"
+        for path in (f"/nodes/{node.pk}/", "/fabric/"):
+            tour.visit(path)
+            overflow = tour.page.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow == 0, f"at {width} px {path} scrolls {overflow} px sideways"
         bar = tour.page.locator("header.topbar").bounding_box()
         for item in ("text=Sign out", "text=Alert emails", "nav >> text=Admin",
                      "#cluster-picker"):
