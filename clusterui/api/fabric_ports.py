@@ -1,31 +1,17 @@
 """The fabric health the API's NIC answers carry: each port's as the fabric page shows it
 (``clusterui.fabric.health``), over the detector window up to now."""
 
-import datetime as dt
-
 from django.conf import settings
 from django.utils import timezone
 
 from clusterui.fabric import health
 
-VERDICTS = health.VERDICTS
-
-
-def threshold() -> int:
-    return health.error_threshold()
-
-
-def now(node_ids=None) -> list[health.PortHealth]:
-    """The ports heard from in the detector window (of these nodes, or all)."""
-    end = timezone.now()
-    return health.ports(end - dt.timedelta(seconds=settings.DETECTOR_WINDOW_S), end, node_ids)
-
 
 def context(nics) -> dict:
     """The serializer context for these NICs: {"fabric": {nic id: PortHealth}, …}."""
     node_ids = {n.node_id for n in nics}
-    ports = now(node_ids) if node_ids else []
+    ports = health.ports(*health.window(timezone.now()), node_ids) if node_ids else []
     wanted = {n.id for n in nics}
     return {"fabric": {p.nic_id: p for p in ports if p.nic_id in wanted},
-            "fabric_threshold": threshold(),
+            "fabric_threshold": health.error_threshold(),
             "fabric_window_s": settings.DETECTOR_WINDOW_S}

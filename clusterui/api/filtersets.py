@@ -2,8 +2,9 @@
 (``clusterui.jobs.filtersets``, ``clusterui.findings.filtersets``)."""
 
 import django_filters
+from django.utils import timezone
 
-from clusterui.api import fabric_ports
+from clusterui.fabric import health
 from clusterui.inventory.choices import NicKind
 from clusterui.inventory.models import Gpu, Nic, Node
 
@@ -45,15 +46,17 @@ class NicFilterSet(django_filters.FilterSet):
     node = django_filters.CharFilter(field_name="node__name")
     kind = django_filters.ChoiceFilter(choices=NicKind.choices)
     fabric = django_filters.ChoiceFilter(
-        choices=[(v, v) for v in ("unhealthy", *fabric_ports.VERDICTS)],
+        choices=[(v, v) for v in ("unhealthy", *health.VERDICTS)],
         method="filter_fabric",
         help_text="Ports whose fabric verdict is this one (unhealthy: down, degraded or "
                   "erroring); ports without fabric health never match")
 
     def filter_fabric(self, queryset, name, value):
-        wanted = set(fabric_ports.VERDICTS) - {"healthy"} if value == "unhealthy" else {value}
-        return queryset.filter(id__in=[p.nic_id for p in fabric_ports.now()
-                                       if p.verdict(fabric_ports.threshold()) in wanted])
+        threshold = health.error_threshold()
+        ports = health.ports(*health.window(timezone.now()))
+        return queryset.filter(id__in=[
+            p.nic_id for p in ports
+            if (p.unhealthy(threshold) if value == "unhealthy" else p.verdict(threshold) == value)])
 
     class Meta:
         model = Nic

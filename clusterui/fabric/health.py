@@ -102,6 +102,9 @@ class PortHealth:
             return "degraded"
         return "erroring" if self.erroring(threshold) else "healthy"
 
+    def unhealthy(self, threshold: int) -> bool:
+        return self.verdict(threshold) != "healthy"
+
     @property
     def rate_pct(self) -> float | None:
         if self.link_gbps is None or not self.nominal_gbps:
@@ -210,6 +213,12 @@ def _json(value) -> dict:
 
 def error_threshold() -> int:
     return settings.DETECTOR_FABRIC_ERRORS
+
+
+def window(end: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    """The detector window up to ``end``: the span the pages, the API and ``/metrics``
+    judge ports over (``ports(*window(now))``)."""
+    return end - dt.timedelta(seconds=settings.DETECTOR_WINDOW_S), end
 
 
 def worst_first(items: list[PortHealth]) -> list[PortHealth]:

@@ -1,6 +1,7 @@
 """A node's fabric error counters over time, for its page: each port's increases summed per
 bucket of the page's time axis. ``PortErrors`` holds only the samples where a counter rose,
-so a bucket without a row is 0 (the port reported no increase, or did not report)."""
+so a bucket without a row is 0 here; whether the port reported then is the NIC samples' to
+say (``web.figures.timeseries.port_errors_chart`` draws a gap where it did not)."""
 
 import datetime as dt
 

@@ -156,10 +156,9 @@ class ClusterCollector(Collector):
             "fabric page gives it (down after having been up, degraded below its nominal "
             "rate, erroring, healthy); 0 where none, nodes without such ports absent",
             labels=[*NODE, "verdict"])
-        start = now - dt.timedelta(seconds=settings.DETECTOR_WINDOW_S)
         threshold = port_health.error_threshold()
         counts: dict[int, dict[str, int]] = {}
-        for port in port_health.ports(start, now):
+        for port in port_health.ports(*port_health.window(now)):
             verdicts = counts.setdefault(port.node_id, dict.fromkeys(port_health.VERDICTS, 0))
             verdicts[port.verdict(threshold)] += 1
         if counts:

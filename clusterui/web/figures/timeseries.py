@@ -11,6 +11,7 @@ against 26 ms, measured by ``benchmarks/query_latency.py``).
 
 import datetime as dt
 from html import escape
+from itertools import groupby
 
 import plotly.graph_objects as go
 
@@ -175,24 +176,19 @@ def port_errors_chart(series, buckets: dict[tuple[int, str], list[int]],
     # Where no port of the node reported, shaded and said: a blank there is not "no error".
     silent = [not any(seen[nic][k] for nic in seen) for k in range(len(series.ts))]
     shapes, notes = [], []
-    k = 0
-    while k < len(silent):
-        if not silent[k]:
-            k += 1
+    for quiet, run in groupby(range(len(silent)), key=silent.__getitem__):
+        if not quiet:
             continue
-        end = k
-        while end + 1 < len(silent) and silent[end + 1]:
-            end += 1
-        lo = local_time(series.ts[k])
-        hi = local_time(series.ts[end] + dt.timedelta(seconds=series.step))
+        run = list(run)
+        lo = local_time(series.ts[run[0]])
+        hi = local_time(series.ts[run[-1]] + dt.timedelta(seconds=series.step))
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": lo, "x1": hi,
                        "y0": 0, "y1": 1, "fillcolor": GRID, "opacity": 0.7, "line":
                        {"width": 0}, "layer": "below"})
-        if end - k >= 2:  # wide enough to label
+        if len(run) >= 3:  # wide enough to label
             notes.append({"text": "no sample", "xref": "x", "x": lo, "xanchor": "left",
                           "yref": "paper", "y": 1, "yanchor": "top", "showarrow": False,
                           "font": {"size": 10, "color": MUTED}})
-        k = end + 1
     return _figure(data=traces, layout=layout(y_title="increases", barmode="stack",
                                               bargap=0, shapes=shapes, annotations=notes))
 

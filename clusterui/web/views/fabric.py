@@ -2,8 +2,6 @@
 degraded by the share of rate lost, then by errors over the detector window), or by errors;
 found by node, kind or health, a page at a time."""
 
-import datetime as dt
-
 from django import forms
 from django.conf import settings
 from django.core.paginator import Paginator
@@ -27,32 +25,22 @@ class PortFilters(forms.Form):
     sort = forms.ChoiceField(required=False, choices=SORTS)
 
 
-def window(now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
-    return now - dt.timedelta(seconds=settings.DETECTOR_WINDOW_S), now
-
-
 def fabric(request):
     """Hardware state, like the node page: for every signed-in user."""
-    now = timezone.now()
-    start, end = window(now)
     form = PortFilters(request.GET)
     valid = form.is_valid()
     params = form.cleaned_data if valid else {}
     sort = params.get("sort") or "degradation"
     # The navigation's cluster (clusterui/web/cluster_choice.py), or every cluster.
     cluster = cluster_choice.known(request)
-    ports = health.ports(start, end, cluster=cluster)
+    ports = health.ports(*health.window(timezone.now()), cluster=cluster)
     threshold = health.error_threshold()
-
-    def unhealthy(p) -> bool:
-        return p.down or p.degraded or p.erroring(threshold)
-
     shown = []
     if valid:
         q, kind = params.get("q", "").strip().lower(), params.get("kind")
         shown = [p for p in ports
                  if (not q or q in p.node.lower()) and (not kind or p.kind == kind)
-                 and (params.get("show") != "unhealthy" or unhealthy(p))]
+                 and (params.get("show") != "unhealthy" or p.unhealthy(threshold))]
         if sort == "errors":
             shown.sort(key=lambda p: (p.error_total, p.badness()), reverse=True)
         else:
@@ -63,7 +51,7 @@ def fabric(request):
         "page": page,
         "ports": page.object_list,
         "total": len(ports),
-        "unhealthy": sum(1 for p in ports if unhealthy(p)),
+        "unhealthy": sum(1 for p in ports if p.unhealthy(threshold)),
         "threshold": threshold,
         "sort": sort,
         "sorts": SORTS,

@@ -15,7 +15,6 @@ from clusterui.inventory import counting
 from clusterui.inventory.models import Node
 from clusterui.telemetry.models import GpuEvent
 from clusterui.web import nodepage, timerange
-from clusterui.web.views import fabric
 from clusterui.web.views.overview import SEVERITY_RANK
 from clusterui.web.views.support import REFRESH_S, charts, range_context
 
@@ -62,7 +61,7 @@ def node_detail(request, pk):
         Finding.objects.visible_to(request.user).open().filter(node=node)
         .select_related("job", "acknowledged_by").annotate(rank=SEVERITY_RANK)
         .order_by("-rank", "-last_seen"))
-    fabric_ports = health.worst_first(health.ports(*fabric.window(now), [node.id]))
+    fabric_ports = health.worst_first(health.ports(*health.window(now), [node.id]))
     for finding in findings:  # a link to the ports table only where it is shown
         finding.chart = NODE_EVIDENCE.get(finding.kind)
         if finding.kind == FindingKind.FABRIC_LINK and not fabric_ports:
