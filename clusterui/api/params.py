@@ -70,15 +70,18 @@ class TimeRangeQuery(serializers.Serializer):
         return attrs
 
 
-class MetricsQuery(TimeRangeQuery):
-    metrics = serializers.CharField(
-        required=False, max_length=2000,
-        help_text="Comma-separated metric names (see the endpoint's description; without "
-                  "it, `util_pct`, or a NIC's `rx_bytes_per_s,tx_bytes_per_s`)")
+class StepQuery(TimeRangeQuery):
     step = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_STEP_S,
         help_text="Bucket width in seconds; automatic when left out (at most 600 buckets, "
                   "never finer than the nodes' sampling interval)")
+
+
+class MetricsQuery(StepQuery):
+    metrics = serializers.CharField(
+        required=False, max_length=2000,
+        help_text="Comma-separated metric names (see the endpoint's description; without "
+                  "it, `util_pct`, or a NIC's `rx_bytes_per_s,tx_bytes_per_s`)")
     agg = serializers.ChoiceField(choices=sorted(AGGREGATES), required=False, default="avg",
                                   help_text="How samples in a bucket are combined")
 

@@ -11,6 +11,7 @@ PATHS = {
     "/api/v1/nodes/", "/api/v1/nodes/{id}/", "/api/v1/nodes/{id}/metrics/",
     "/api/v1/gpus/", "/api/v1/gpus/{id}/", "/api/v1/gpus/{id}/metrics/",
     "/api/v1/nics/", "/api/v1/nics/{id}/", "/api/v1/nics/{id}/metrics/",
+    "/api/v1/nics/{id}/errors/",
     "/api/v1/jobs/", "/api/v1/jobs/{id}/", "/api/v1/jobs/{id}/metrics/",
     "/api/v1/findings/", "/api/v1/findings/{id}/", "/api/v1/findings/{id}/acknowledge/",
     "/api/v1/usage/", "/api/v1/tokens/", "/api/v1/tokens/{id}/", "/api/v1/",
@@ -33,6 +34,9 @@ def test_the_schema_describes_every_endpoint(api):
     nic = schema["paths"]["/api/v1/nics/{id}/metrics/"]["get"]
     assert "`rx_bytes_per_s`, `tx_bytes_per_s`" in nic["description"]
     assert "util_pct" not in nic["description"]  # a NIC has no GPU metrics
+    errors = schema["paths"]["/api/v1/nics/{id}/errors/"]["get"]
+    assert {p["name"] for p in errors["parameters"]} == {"id", "from", "to", "step"}
+    assert "`symbol_error`" in errors["description"]
     error = schema["paths"]["/api/v1/jobs/{id}/"]["get"]["responses"]["4XX"]
     assert error["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Error"}

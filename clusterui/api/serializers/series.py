@@ -28,3 +28,28 @@ class SeriesSerializer(serializers.Serializer):
     ts = serializers.ListField(child=serializers.DateTimeField(),
                                help_text="Each bucket's start")
     series = SeriesLineSerializer(many=True)
+
+
+class PortCounterSerializer(serializers.Serializer):
+    counter = serializers.CharField(help_text="The error counter (IBA PortCounters name)")
+    label = serializers.CharField()
+    total = serializers.IntegerField(help_text="Its increases over the whole range")
+    values = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="Its increase in each bucket of ts; null: the port sent no sample then")
+
+
+class PortErrorsSerializer(serializers.Serializer):
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.DateTimeField()
+        fields["to"] = serializers.DateTimeField()
+        return fields
+
+    step_s = serializers.IntegerField(help_text="Bucket width, seconds")
+    ts = serializers.ListField(child=serializers.DateTimeField(),
+                               help_text="Each bucket's start")
+    reported = serializers.ListField(
+        child=serializers.BooleanField(),
+        help_text="Whether the port sent a sample in each bucket of ts")
+    counters = PortCounterSerializer(many=True)

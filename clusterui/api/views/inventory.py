@@ -5,11 +5,18 @@ from django.db.models import Prefetch
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
 
 from clusterui.api import fabric_ports, timeseries
 from clusterui.api.filtersets import GpuFilterSet, NicFilterSet, NodeFilterSet
+from clusterui.api.params import StepQuery
 from clusterui.api.serializers.inventory import GpuSerializer, NicSerializer, NodeSerializer
+from clusterui.api.serializers.series import PortErrorsSerializer
 from clusterui.api.views.base import metrics_action
+from clusterui.fabric.metrics import ERROR_FIELDS
+from clusterui.fabric.models import PortLink
 from clusterui.inventory.models import Gpu, Nic, Node
 from clusterui.jobs.models import Job
 
@@ -107,3 +114,30 @@ class NicViewSet(InventoryViewSet):
 
     def metrics_subject(self, nic):
         return timeseries.for_nic(nic)
+
+    @extend_schema(
+        summary="A fabric port's error counters over time",
+        description=(
+            "Each InfiniBand / RoCE error counter's increases per bucket, on the axis the "
+            "port's `metrics` have (same `from`, `to` and `step` rules): when a link began "
+            "to err, and which counter. `reported` says per bucket whether the port sent a "
+            "sample then; a counter's value there is `null` where it did not (nothing is "
+            "known), 0 where it did and the counter did not rise. `total`: its increases "
+            "over the range. The RoCE congestion and pause counters keep no history (the "
+            "newest interval only, in the NIC's `fabric`). 404 for an interface that "
+            "reports no fabric counters (Ethernet, an older collector). Counters: "
+            + ", ".join(f"`{name}`" for name in ERROR_FIELDS) + "."),
+        parameters=[StepQuery, ID],
+        responses=PortErrorsSerializer,
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def errors(self, request, pk=None):
+        nic = self.get_object()
+        if not PortLink.objects.filter(nic=nic).exists():
+            raise NotFound(f"NIC {nic.node.name}/{nic.name} reports no fabric counters "
+                           "(Ethernet, or a collector without fabric support)")
+        query = StepQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        return Response(fabric_ports.error_series(nic, q.get("from"), q.get("to"),
+                                                  q.get("step")))
