@@ -5,8 +5,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from clusterui.fabric import history
+from clusterui.fabric.models import PortLink
 from clusterui.inventory.models import Nic
 from clusterui.jobs.choices import JobState
 from clusterui.jobs.models import JobGpu
@@ -33,6 +36,7 @@ class JobView:
     step: int | None = None
     scheduler: list = field(default_factory=list)  # scheduler_facts.Fact
     scheduler_none: str | None = None  # why there are no facts (not a Slurm job)
+    fabric_ports: bool = False  # the job's nodes have ports that report fabric counters
 
     @property
     def gpu_count(self) -> int:
@@ -114,7 +118,10 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
     step = pick_step(start, end, minimum=minimum, max_points=points_per_series(len(gpus)))
     gs = gpu_series(list(labels), GPU_METRICS, start, end, step=step)
     view.step = gs.step
-    nics = derived.fabric_nics(Nic.objects.filter(node__in=view.nodes).order_by("name"))
+    nics = derived.fabric_nics(
+        Nic.objects.filter(node__in=view.nodes).order_by("name")
+        # Whether the port reports fabric counters (its link row), in the same query.
+        .annotate(reports_fabric=Exists(PortLink.objects.filter(nic=OuterRef("pk")))))
     ns = nic_series([n.id for n in nics], ("rx_bytes_per_s", "tx_bytes_per_s"), start, end,
                     step=gs.step)
     hs = job_host_series([job.id], ("cpu_cores_used",), start, end, step=gs.step)
@@ -144,7 +151,21 @@ def build(job, params, now: dt.datetime | None = None) -> JobView:
     }
     if len(view.nodes) > 1:
         view.figures.update(node_strips(view.nodes, gpus, gs, nics, ns))
+    view.fabric_ports = any(n.reports_fabric for n in nics)
+    if view.fabric_ports and ns.ts:
+        view.figures["fabric_errors"] = fabric_errors_chart(view.nodes, nics, ns)
     return view
+
+
+def fabric_errors_chart(nodes, nics, ns):
+    """The error counters of the job's nodes' fabric ports over the page's range (as each
+    node's page draws its own): a link that errs slows every node that waits on it."""
+    names = {n.id: n.name for n in nodes}
+    ports = [n for n in nics if n.reports_fabric]
+    labels = {n.id: f"{names[n.node_id]} {n.name}" if len(nodes) > 1 else n.name
+              for n in ports}
+    buckets = history.error_buckets(list(labels), ns.ts[0], ns.step, len(ns.ts))
+    return ts_figs.port_errors_chart(ns, buckets, labels)
 
 
 def node_strips(nodes, gpus, gs, nics, ns) -> dict:

@@ -35,7 +35,7 @@ def fabric(db):
     erroring = noisy.nics.get()
     PortErrors.objects.create(nic=erroring, ts=now - dt.timedelta(minutes=5), symbol_error=900,
                               link_error_recovery=2)
-    return {"degraded": degraded, "erroring": erroring, "sick": sick}
+    return {"degraded": degraded, "erroring": erroring, "sick": sick, "healthy": healthy}
 
 
 def test_the_degraded_port_is_listed_first(client_for, fabric, django_assert_num_queries):
@@ -255,3 +255,37 @@ def test_the_node_page_charts_when_its_ports_began_to_err(client_for, fabric):
     assert all(t["type"] == "bar" for t in chart["data"]) and chart["layout"]["barmode"] == "stack"
     html = client.get(reverse("node-detail", args=[fabric["sick"].pk])).content.decode()
     assert "Fabric errors" in html and "No fabric error counter rose in this range." in html
+
+
+def test_a_multi_node_jobs_page_charts_its_nodes_port_errors(client_for, fabric):
+    """A job on gpu-a001 (clean ports) and gpu-a003 (the erroring port): its page draws the
+    erroring port's counters, named by node and port, as the node page does. A job on the
+    clean node alone says no counter rose; one on nodes whose ports report no fabric
+    counters has no fabric-errors card at all."""
+    now = timezone.now()
+    clean, noisy = fabric["healthy"], fabric["erroring"].node
+    gpus = [*clean.gpus.all(), *noisy.gpus.all()]
+    f.gpu_samples(gpus, now - dt.timedelta(minutes=30), now)
+    f.nic_samples([*clean.nics.all(), *noisy.nics.all()], now - dt.timedelta(minutes=30), now)
+    started = now - dt.timedelta(minutes=30)
+    both = f.job("bob", gpus=gpus, started_at=started)
+    client = client_for("bob")
+    response = client.get(reverse("job-detail", args=[both.pk]))
+    chart = response.context["charts"]["fabric_errors"]
+    traces = {t["name"]: values(t["y"]) for t in chart["data"]}
+    name = f"gpu-a003 {fabric['erroring'].name}"
+    assert set(traces) == {f"{name} symbol_error", f"{name} link_error_recovery"}
+    assert sum(present(traces[f"{name} symbol_error"])) == 900
+    html = " ".join(response.content.decode().split())
+    assert "<h2>Fabric errors</h2>" in html and "ports of the job's nodes" in html
+
+    alone = f.job("bob", gpus=list(clean.gpus.all()), started_at=started)
+    html = client.get(reverse("job-detail", args=[alone.pk])).content.decode()
+    assert "No fabric error counter rose on these ports in this range." in html
+
+    plain = f.node("gpu-e001", gpus=1, nics=1)  # ports without fabric counters
+    f.gpu_samples(list(plain.gpus.all()), now - dt.timedelta(minutes=30), now)
+    other = f.job("bob", gpus=list(plain.gpus.all()), started_at=started)
+    response = client.get(reverse("job-detail", args=[other.pk]))
+    assert "fabric_errors" not in response.context["charts"]
+    assert "Fabric errors" not in response.content.decode()
