@@ -1,5 +1,5 @@
-"""The time-series answer's shape, for the schema (the answer itself is built by
-``clusterui.api.timeseries.read``)."""
+"""The time-series answers' shapes, for the schema (the answers themselves are built by
+``clusterui.api.timeseries.read`` and ``clusterui.api.fabric_ports.error_series``)."""
 
 from rest_framework import serializers
 
@@ -16,7 +16,10 @@ class SeriesLineSerializer(serializers.Serializer):
                                    help_text="One value per entry of ts; null: no sample")
 
 
-class SeriesSerializer(serializers.Serializer):
+class AxisSerializer(serializers.Serializer):
+    """The time axis every series answer has: ``from`` and ``to`` (Python keywords, hence
+    added in ``get_fields``), the bucket width and each bucket's start."""
+
     def get_fields(self):
         fields = super().get_fields()
         fields["from"] = serializers.DateTimeField()
@@ -24,9 +27,12 @@ class SeriesSerializer(serializers.Serializer):
         return fields
 
     step_s = serializers.IntegerField(help_text="Bucket width, seconds")
-    agg = serializers.CharField()
     ts = serializers.ListField(child=serializers.DateTimeField(),
                                help_text="Each bucket's start")
+
+
+class SeriesSerializer(AxisSerializer):
+    agg = serializers.CharField()
     series = SeriesLineSerializer(many=True)
 
 
@@ -39,16 +45,7 @@ class PortCounterSerializer(serializers.Serializer):
         help_text="Its increase in each bucket of ts; null: the port sent no sample then")
 
 
-class PortErrorsSerializer(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.DateTimeField()
-        fields["to"] = serializers.DateTimeField()
-        return fields
-
-    step_s = serializers.IntegerField(help_text="Bucket width, seconds")
-    ts = serializers.ListField(child=serializers.DateTimeField(),
-                               help_text="Each bucket's start")
+class PortErrorsSerializer(AxisSerializer):
     reported = serializers.ListField(
         child=serializers.BooleanField(),
         help_text="Whether the port sent a sample in each bucket of ts")
