@@ -7,7 +7,9 @@ datetime arithmetic keeps clear of overflow, a NUL (PostgreSQL's text refuses it
 past int64 and float64, and the text-direction override."""
 
 import pytest
+from django.utils import timezone
 
+from clusterui.fabric.models import PortLink
 from tests import rows as f
 
 pytestmark = pytest.mark.django_db
@@ -22,6 +24,10 @@ def cast():
     gpus = list(n.gpus.order_by("index"))
     job = f.job("alice", gpus=gpus)
     f.finding(job)
+    # An InfiniBand port reporting fabric health: the fabric page lists it and its error
+    # history answers (a port without it is a 404 before any parameter is read).
+    PortLink.objects.create(nic=n.nics.get(), ts=timezone.now(), link_state=4, phys_state=5,
+                            link_width=4, link_gbps=400.0, nominal_gbps=400.0)
     return n, gpus[0], job
 
 
@@ -51,6 +57,7 @@ def pages(n, gpu, job) -> dict[str, tuple[str, ...]]:
         f"/api/v1/gpus/{gpu.pk}/metrics/": ("metrics", "from", "to", "step", "agg"),
         f"/api/v1/jobs/{job.pk}/metrics/": ("metrics", "from", "to", "step", "agg"),
         f"/api/v1/nics/{n.nics.get().pk}/metrics/": ("metrics", "from", "to", "step", "agg"),
+        f"/api/v1/nics/{n.nics.get().pk}/errors/": ("from", "to", "step"),
     }
 
 
