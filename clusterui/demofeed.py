@@ -1,7 +1,9 @@
 """The Compose demo profile's simulated cluster, fed with secrets from files.
 
-``python -m clusterui.demofeed key``: make sure the demo cluster's ingest key exists, with
-the secret in ``DEMO_INGEST_KEY_FILE`` (the one-shot ``demo-key`` service).
+``python -m clusterui.demofeed key [--state-file PATH]``: make sure the demo cluster's
+ingest key exists, with the secret in ``DEMO_INGEST_KEY_FILE`` (the one-shot ``demo-key``
+service); with ``--state-file``, also bring the simulator's state file up to where the
+database's history of the demo cluster ends (``seed_state``).
 
 ``python -m clusterui.demofeed run [simcluster arguments]``: run ``clusterui-simcluster``
 signing every node's batches with its key derived from that secret, and pushing as the
@@ -11,6 +13,8 @@ the broker URL percent-encoded). The simulated data is labelled simulated in the
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import sys
 
@@ -29,7 +33,7 @@ def _secret(name: str) -> str:
         sys.exit(f"demofeed: {name}_FILE={path}: {exc}")
 
 
-def ensure_key() -> None:
+def ensure_key(state_file: str | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterui.settings")
     import django
 
@@ -38,6 +42,34 @@ def ensure_key() -> None:
 
     call_command("ingest_key", "ensure", CLUSTER, "--key-id", KEY_ID,
                  "--secret", _secret("DEMO_INGEST_KEY"))
+    if state_file:
+        seed_state(state_file)
+
+
+def seed_state(path: str) -> None:
+    """Move the simulator's state file on to where the database's history of the demo
+    cluster ends (``manage.py sim_resume``), where the file is missing or behind it: a state
+    volume recreated while the database was kept would otherwise have the simulator
+    back-fill over the stored hour and give its jobs the stored jobs' ids (one job
+    "started" twice). A file ahead of the database (batches still queued) is kept."""
+    from django.core.management import call_command
+
+    from collectors.sim import progress
+
+    out = io.StringIO()
+    call_command("sim_resume", "--cluster", CLUSTER, stdout=out)
+    stored = json.loads(out.getvalue())
+    try:
+        held = progress.read(path)
+    except progress.ProgressError as exc:
+        sys.exit(f"demofeed: {exc}")
+    if stored["after"] is None or stored["first_job_id"] is None:
+        return  # nothing stored to continue (or no job to number after): the file decides
+    after, next_job_id = progress.later(held, stored["after"], stored["first_job_id"])
+    if held is None or (after, next_job_id) != (held.after, held.next_job_id):
+        progress.write(path, progress.Progress(after, next_job_id))
+        print(f"demofeed: {path}: the simulator continues after "
+              f"{after:.0f} (Unix time), job ids from {next_job_id}", file=sys.stderr)
 
 
 def run(args: list[str]) -> None:
@@ -52,12 +84,14 @@ def run(args: list[str]) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["key"]:
-        ensure_key()
+    if sys.argv[1:2] == ["key"] and sys.argv[2:3] in ([], ["--state-file"]) \
+            and len(sys.argv) in (2, 4):
+        ensure_key(sys.argv[3] if len(sys.argv) == 4 else None)
     elif sys.argv[1:2] == ["run"]:
         run(sys.argv[2:])
     else:
-        sys.exit("usage: python -m clusterui.demofeed key | run [simcluster arguments]")
+        sys.exit("usage: python -m clusterui.demofeed key [--state-file PATH] | "
+                 "run [simcluster arguments]")
 
 
 if __name__ == "__main__":

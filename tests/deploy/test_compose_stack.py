@@ -296,11 +296,19 @@ def test_the_compose_stack_signs_in_through_its_proxy_ingests_and_is_healthy(sta
 def _demo_profile_continues_its_history(s: Stack, tmp_path: Path) -> None:
     """--profile demo: demo-key makes the demo cluster's key, the simulated cluster pushes as
     the collector user with node keys, and a restart of it (crash, reboot, down and up)
-    continues the history it sent from its state volume instead of back-filling over it."""
-    key = subprocess.run(s.command("demo-key"), cwd=ROOT, env=s.env("demo-key"),
-                         capture_output=True, text=True, timeout=120)
-    assert key.returncode == 0, key.stdout + key.stderr
+    continues the history it sent from its state volume instead of back-filling over it;
+    so does one whose state volume is new while the database was kept, from where demo-key
+    finds the stored history ends."""
     (tmp_path / "simstate").mkdir()
+    state_file = tmp_path / "simstate" / "state.json"
+
+    def demo_key() -> None:
+        key = subprocess.run(s.command("demo-key"), cwd=ROOT, env=s.env("demo-key"),
+                             capture_output=True, text=True, timeout=120)
+        assert key.returncode == 0, key.stdout + key.stderr
+
+    demo_key()
+    assert not state_file.exists()  # nothing stored yet: the simulator starts afresh
     url = f"postgresql://postgres@{pg_address()}/{DB}"
     # The service's own command, smaller and quicker (later options win in argparse): the
     # restart's first tick comes within its run.
@@ -314,8 +322,8 @@ def _demo_profile_continues_its_history(s: Stack, tmp_path: Path) -> None:
                 "JOIN inventory_node n ON n.id = b.node_id JOIN inventory_cluster c "
                 "ON c.id = n.cluster_id WHERE c.name = 'demo'").fetchone()
 
-    runs = []
-    for _ in range(2):
+    def run_sim() -> tuple[tuple, dict]:
+        """The simulator run once more: what was stored when it ended, its state file."""
         before = stored()
         sim = subprocess.run(s.command("simcollector") + short, cwd=ROOT,
                              env=s.env("simcollector"), capture_output=True, text=True,
@@ -324,20 +332,39 @@ def _demo_profile_continues_its_history(s: Stack, tmp_path: Path) -> None:
         sent = int(re.findall(r"(\d+) batches sent", sim.stderr)[-1])
         wait_for(lambda b=before, n=sent: stored()[0] == b[0] + n, timeout=60,
                  what="the simulated batches stored: " + s.log("ingest"))
-        state = json.loads((tmp_path / "simstate" / "state.json").read_text())
-        runs.append((before, stored(), state))
-    (_, first, state1), (_, _, state2) = runs
+        return stored(), json.loads(state_file.read_text())
+
+    def continued(previous: tuple, next_job_id: int) -> None:
+        """What was stored after ``previous`` (count, newest sample, last batch id) starts
+        after its newest sample, and its jobs are numbered from ``next_job_id`` on."""
+        with psycopg.connect(url) as conn:
+            earliest_again = conn.execute(
+                "SELECT min(first_ts) FROM ingest_ingestbatch WHERE id > %s",
+                [previous[2]]).fetchone()[0]
+            new_jobs = [int(r[0]) for r in conn.execute(
+                "SELECT external_id FROM jobs_job WHERE scheduler = 'slurm' "
+                "AND first_seen > %s", [previous[1]]).fetchall()]
+        assert earliest_again > previous[1]  # nothing written over the stored history
+        # its jobs are new ones, not the stored ids given to other simulated jobs
+        assert new_jobs and min(new_jobs) >= next_job_id
+
+    first, state1 = run_sim()
     assert first[1].timestamp() == state1["after"]  # its newest sample, as stored
-    with psycopg.connect(url) as conn:
-        earliest_again = conn.execute(
-            "SELECT min(first_ts) FROM ingest_ingestbatch WHERE id > %s", [first[2]]).fetchone()[0]
-        restarted_jobs = [int(r[0]) for r in conn.execute(
-            "SELECT external_id FROM jobs_job WHERE scheduler = 'slurm' AND first_seen > %s",
-            [first[1]]).fetchall()]
-    assert earliest_again > first[1]  # the restart wrote nothing over the first run's history
+    second, state2 = run_sim()
+    continued(first, state1["next_job_id"])
     assert state2["after"] > state1["after"]
-    # its jobs are new ones, not the first run's ids given to other simulated jobs
-    assert restarted_jobs and min(restarted_jobs) >= state1["next_job_id"]
+
+    # The state volume recreated, the database kept (a `docker volume rm`, a new host).
+    state_file.unlink()
+    demo_key()
+    seeded = json.loads(state_file.read_text())
+    assert seeded["after"] == second[1].timestamp()
+    with psycopg.connect(url) as conn:
+        largest = conn.execute("SELECT max(external_id::bigint) FROM jobs_job "
+                               "WHERE scheduler = 'slurm'").fetchone()[0]
+    assert seeded["next_job_id"] == largest + 1
+    run_sim()
+    continued(second, seeded["next_job_id"])
 
 
 def _pings(client) -> bool:
