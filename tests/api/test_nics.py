@@ -83,6 +83,10 @@ def test_each_port_carries_its_fabric_health(api, fabric):
     assert (healthy["state"], healthy["phys_state"], healthy["rate_gbps"], healthy["width"],
             healthy["nominal_gbps"], healthy["rate_pct"], healthy["verdict"]) == (
         "ACTIVE", "LinkUp", 400.0, 4, 400.0, 100.0, "healthy")
+    # The link's time to the microsecond, as stored; no RoCE counter: an empty object.
+    stored = PortLink.objects.get(nic=fabric["ib0"]).ts
+    assert dt.datetime.fromisoformat(healthy["ts"].replace("Z", "+00:00")) == stored
+    assert healthy["congestion"] == {}
     erroring = by_name[("gpu-c001", "mlx5_1:1")]
     assert erroring["verdict"] == "erroring" and erroring["window_s"] == 3600
     assert {k: v for k, v in erroring["errors"].items() if v} == {"symbol_error": 7,
