@@ -13,8 +13,6 @@ the broker URL percent-encoded). The simulated data is labelled simulated in the
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import sys
 
@@ -52,13 +50,10 @@ def seed_state(path: str) -> None:
     volume recreated while the database was kept would otherwise have the simulator
     back-fill over the stored hour and give its jobs the stored jobs' ids (one job
     "started" twice). A file ahead of the database (batches still queued) is kept."""
-    from django.core.management import call_command
-
+    from clusterui.ingest.management.commands.sim_resume import stored_end
     from collectors.sim import progress
 
-    out = io.StringIO()
-    call_command("sim_resume", "--cluster", CLUSTER, stdout=out)
-    stored = json.loads(out.getvalue())
+    stored = stored_end(CLUSTER)
     try:
         held = progress.read(path)
     except progress.ProgressError as exc:
@@ -84,11 +79,11 @@ def run(args: list[str]) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["key"] and sys.argv[2:3] in ([], ["--state-file"]) \
-            and len(sys.argv) in (2, 4):
-        ensure_key(sys.argv[3] if len(sys.argv) == 4 else None)
-    elif sys.argv[1:2] == ["run"]:
-        run(sys.argv[2:])
+    args = sys.argv[1:]
+    if args == ["key"] or (len(args) == 3 and args[:2] == ["key", "--state-file"]):
+        ensure_key(args[2] if len(args) == 3 else None)
+    elif args[:1] == ["run"]:
+        run(args[1:])
     else:
         sys.exit("usage: python -m clusterui.demofeed key [--state-file PATH] | "
                  "run [simcluster arguments]")

@@ -33,7 +33,7 @@ def error_series(nic, start, end, step) -> dict:
                             start, end, step=step)
     ts, step = rates["ts"], rates["step_s"]
     rx, tx = (s["values"] for s in rates["series"])
-    reported = [a is not None or b is not None for a, b in zip(rx, tx, strict=True)]
+    reported = history.reported(rx, tx)
     rose = history.error_buckets([nic.id], ts[0], step, len(ts)) if ts else {}
     labels = {m.name: m.label for m in FABRIC_METRICS}
     counters = []
@@ -41,8 +41,7 @@ def error_series(nic, start, end, step) -> dict:
         values = rose.get((nic.id, name), [0] * len(ts))
         counters.append({
             "counter": name, "label": labels[name], "total": sum(values),
-            "values": [v if v or seen else None
-                       for v, seen in zip(values, reported, strict=True)],
+            "values": history.known(values, reported),
         })
     return {"from": rates["from"], "to": rates["to"], "step_s": step, "ts": ts,
             "reported": reported, "counters": counters}

@@ -16,6 +16,7 @@ from clusterui.fabric.metrics import (
     STATE_NAMES,
     STORM_FIELDS,
 )
+from clusterui.telemetry.timebounds import UNIX_EPOCH
 
 # A port's verdicts (``PortHealth.verdict``), worst first.
 VERDICTS = ("down", "degraded", "erroring", "healthy")
@@ -203,13 +204,11 @@ def ports(start: dt.datetime, end: dt.datetime, node_ids=None, *, cluster: str =
         for row in cur.fetchall():
             errors = {f: v for f, v in zip(ERROR_FIELDS, row[16:], strict=True)
                       if v is not None}
-            out.append(PortHealth(*row[:5], _UNIX + dt.timedelta(microseconds=row[5]),
+            out.append(PortHealth(*row[:5], UNIX_EPOCH + dt.timedelta(microseconds=row[5]),
                                   *row[6:13], congestion=_json(row[13]), errors=errors,
                                   rx_bytes_per_s=row[14], tx_bytes_per_s=row[15]))
     return out
 
-
-_UNIX = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _json(value) -> dict:

@@ -35,3 +35,16 @@ def error_buckets(nic_ids, first: dt.datetime, step: int, count: int
                 if value:
                     out.setdefault((nic_id, name), [0] * count)[k] += int(value)
     return dict(sorted(out.items()))
+
+
+def reported(rx, tx) -> list[bool]:
+    """Per bucket, whether the port sent a sample in it: a receive or transmit rate there
+    (its NIC series)."""
+    return [a is not None or b is not None for a, b in zip(rx, tx, strict=True)]
+
+
+def known(increases: list[int], seen: list[bool]) -> list[int | None]:
+    """A counter's increases per bucket (``error_buckets``), None where the port sent no
+    sample and nothing rose: only rises are stored, so a 0 there would claim a healthy
+    link nobody measured."""
+    return [v if v or s else None for v, s in zip(increases, seen, strict=True)]

@@ -18,9 +18,10 @@ import numpy as np
 
 from clusterui.ingest.validate import Batch
 from clusterui.telemetry.metrics import GPU_METRICS, JOB_METRICS, NIC_METRICS
+from clusterui.telemetry.timebounds import UNIX_EPOCH
 
 UTC = dt.UTC
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH = UNIX_EPOCH
 _PG_EPOCH_UNIX = 946_684_800.0
 _DAY_S = 86_400
 _NUMPY_FROM = 64  # rows from which a column goes through numpy (its fixed cost pays)

@@ -44,10 +44,11 @@ from clusterui.telemetry.metrics import (
     NIC_SAMPLE_COLUMNS,
     NIC_SAMPLE_TABLE,
 )
+from clusterui.telemetry.timebounds import UNIX_EPOCH
 
 log = logging.getLogger(__name__)
 UTC = dt.UTC
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH = UNIX_EPOCH
 
 # Binary COPY needs each column's exact type.
 _BINARY = {"real": "float4", "integer": "int4", "bigint": "int8", "double precision": "float8"}

@@ -7,6 +7,7 @@ import datetime as dt
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+UNIX_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 LATEST = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)
 

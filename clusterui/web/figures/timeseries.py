@@ -15,6 +15,7 @@ from itertools import groupby
 
 import plotly.graph_objects as go
 
+from clusterui.fabric import history
 from clusterui.web.figures.common import (
     CAPACITY,
     GRID,
@@ -162,14 +163,12 @@ def port_errors_chart(series, buckets: dict[tuple[int, str], list[int]],
 
     def reported(nic: int) -> list[bool]:
         row = series.values.get(nic, {})
-        rx = row.get("rx_bytes_per_s") or [None] * len(series.ts)
-        tx = row.get("tx_bytes_per_s") or [None] * len(series.ts)
-        return [a is not None or b is not None for a, b in zip(rx, tx, strict=True)]
+        return history.reported(row.get("rx_bytes_per_s") or [None] * len(series.ts),
+                                row.get("tx_bytes_per_s") or [None] * len(series.ts))
 
     seen = {nic: reported(nic) for nic, _counter in buckets}
     traces = [{"type": "bar", **axis, "name": f"{names.get(nic, nic)} {counter}",
-               "y": values_array([v if v or seen[nic][k] else None
-                                  for k, v in enumerate(values)]),
+               "y": values_array(history.known(values, seen[nic])),
                "marker": {"color": color(i)}, "width": series.step * 1000, "offset": 0,
                "hovertemplate": "%{y:,}"}
               for i, ((nic, counter), values) in enumerate(buckets.items())]

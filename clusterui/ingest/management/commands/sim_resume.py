@@ -17,6 +17,26 @@ from django.db.models import Max
 from clusterui.telemetry.models import GpuLatest
 
 
+def stored_end(cluster: str) -> dict:
+    """``{"after": Unix seconds of the newest sample, "first_job_id": the next free Slurm
+    job id}`` of ``cluster``'s stored history, each None when it has none (also read by the
+    Compose demo's ``demo-key``: ``clusterui.demofeed.seed_state``)."""
+    newest = GpuLatest.objects.filter(gpu__node__cluster__name=cluster).aggregate(
+        newest=Max("ts"))["newest"]
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            SELECT max(j.external_id::bigint)
+            FROM jobs_job j JOIN inventory_cluster c ON c.id = j.cluster_id
+            WHERE c.name = %s AND j.scheduler = 'slurm' AND j.external_id ~ '^[0-9]{1,18}$'
+            """,
+            [cluster],
+        )
+        (largest,) = cur.fetchone()
+    return {"after": newest.timestamp() if newest else None,
+            "first_job_id": largest + 1 if largest is not None else None}
+
+
 class Command(BaseCommand):
     help = ("Print, as JSON, where the stored history of a (simulated) cluster ends: the "
             "newest sample's time and the next free Slurm job id.")
@@ -25,19 +45,4 @@ class Command(BaseCommand):
         parser.add_argument("--cluster", default="demo")
 
     def handle(self, *args, cluster, **options):
-        newest = GpuLatest.objects.filter(gpu__node__cluster__name=cluster).aggregate(
-            newest=Max("ts"))["newest"]
-        with connection.cursor() as cur:
-            cur.execute(
-                """
-                SELECT max(j.external_id::bigint)
-                FROM jobs_job j JOIN inventory_cluster c ON c.id = j.cluster_id
-                WHERE c.name = %s AND j.scheduler = 'slurm' AND j.external_id ~ '^[0-9]{1,18}$'
-                """,
-                [cluster],
-            )
-            (largest,) = cur.fetchone()
-        self.stdout.write(json.dumps({
-            "after": newest.timestamp() if newest else None,
-            "first_job_id": largest + 1 if largest is not None else None,
-        }))
+        self.stdout.write(json.dumps(stored_end(cluster)))
