@@ -22,6 +22,7 @@ message; the good batches around it land. No message ends this loop.
 import gc
 import logging
 import signal
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -78,7 +79,15 @@ class _Groups:
     Measured (``docs/scaling.md``, "a storing thread for flushes of several transactions"):
     about a seventh less time per 1,000-row batch; smaller groups, to overlap node-sized
     flushes too, cost more in statements than they gain, hence one transaction for those.
+
+    While both threads run, the interpreter's switch interval is ``SWITCH_INTERVAL_S``
+    instead of Python's 5 ms: the storing thread gives the GIL up at every round trip to
+    PostgreSQL and, back from it, waited up to a whole interval for the validating thread
+    to let go, several times per statement (measured: ``docs/scaling.md``, "the storing
+    thread's wait for the GIL").
     """
+
+    SWITCH_INTERVAL_S = 0.0002
 
     def __init__(self, consumer: "Consumer", result: FlushResult):
         self.consumer, self.result = consumer, result
@@ -87,6 +96,7 @@ class _Groups:
         self.thread: ThreadPoolExecutor | None = None
         self.handed: list[Future] = []
         self.thread_result = FlushResult()  # the storing thread's counts, merged at the end
+        self.switch_interval: float | None = None  # Python's, while the thread runs
 
     def add(self, item: _Item) -> None:
         if self.group and self.rows + item.rows > self.consumer.max_rows:
@@ -97,6 +107,8 @@ class _Groups:
     def _hand_over(self) -> None:
         if self.thread is None:
             self.thread = ThreadPoolExecutor(1, thread_name_prefix="ingest-store")
+            self.switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self.switch_interval, self.SWITCH_INTERVAL_S))
         self.handed.append(self.thread.submit(self.consumer._store_group, self.group,
                                               self.thread_result))
         self.group, self.rows = [], 0
@@ -121,6 +133,7 @@ class _Groups:
                 self.thread.submit(lambda: connection.close()).result()  # its own
             finally:
                 self.thread.shutdown()
+                sys.setswitchinterval(self.switch_interval)
                 self.result.add(self.thread_result)
         if failure is not None:
             raise failure

@@ -6,6 +6,7 @@ exactly as a collector publishes them.
 """
 
 import gc
+import sys
 
 import pytest
 from django.db import connection
@@ -66,7 +67,7 @@ def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples, m
     c = consumer(broker, max_messages=500, max_rows=max_rows)
     items = c.queue.take(500, block_s=0)
     assert len(items) == 45
-    before = backends()
+    before, interval = backends(), sys.getswitchinterval()
     result = c.flush(items)
     c.queue.ack()
     assert (result.stored, result.duplicates, result.refused) == (40, 5, 0)
@@ -78,6 +79,7 @@ def test_a_flush_stores_many_batches_once_each_in_order(broker, clean_samples, m
         cur.execute("SELECT count(DISTINCT xmin::text) FROM ingest_ingestbatch")
         assert cur.fetchone()[0] == (1 if max_rows == 50_000 else 14)
     assert gc.isenabled()  # held off only while the flush decodes
+    assert sys.getswitchinterval() == interval  # shortened only while the storing thread runs
     assert broker.llen("ingest") == 0 and c.queue.inflight() == 0
     # Each node's batches got ascending ids in sequence order: the queue's order is kept.
     for n in range(8):
@@ -273,7 +275,9 @@ def test_any_exception_while_storing_sets_aside_that_batch_alone(broker, clean_s
     publish(*[node_batch(node=name, samples=2, start=START)
               for name in ("gpu-o1", "gpu-o2", "gpu-overflow", "gpu-o3")])
     c = consumer(broker, max_rows=max_rows)
+    interval = sys.getswitchinterval()
     drain(c)
+    assert sys.getswitchinterval() == interval  # Python's again, though the flush failed
     assert sorted(IngestBatch.objects.values_list("node__name", flat=True)) == [
         "gpu-o1", "gpu-o2", "gpu-o3"]
     (entry,) = deadletter.entries()
