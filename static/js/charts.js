@@ -5,6 +5,11 @@
  * Python, clusterui/web/figures/). data-click="<url template ending in /0/>" makes a click
  * on a point open that URL with the point's customdata as the id.
  *
+ * A chart's legend stands beside its plot (clusterui/web/figures/common.py). Where that
+ * column would take more than a third of the chart (long names, a half-width card, a
+ * phone) the legend goes above the plot in rows instead and the chart grows by them; a
+ * window resized across that line redraws the charts it changed.
+ *
  * Live pages (<main data-refresh="30">) re-read themselves every N seconds while visible
  * and swap in the new figures (Plotly.react: the user's zoom survives, layout.uirevision)
  * and the new [data-live] regions, without reloading the page or losing the scroll.
@@ -17,6 +22,48 @@
     displaylogo: false,
     modeBarButtonsToRemove: ["lasso2d", "select2d", "autoScale2d", "toggleSpikelines"],
   };
+
+  var NARROW_PX = 480;
+  var LEGEND_ROW_PX = 20;
+
+  // The names a chart's legend lists, and the width they take beside the plot: an entry is
+  // its symbol and gaps (about 50 px) and its name (about 7 px a character at 11 px).
+  function legendNames(fig) {
+    return (fig.data || []).filter(function (trace) {
+      return trace.showlegend !== false && trace.visible !== false && trace.name;
+    }).map(function (trace) { return String(trace.name); });
+  }
+
+  function entryPx(names) {
+    return 50 + 7 * Math.max.apply(null, names.map(function (n) { return n.length; }));
+  }
+
+  // Whether this chart's legend goes above its plot: a side legend that would take more
+  // than a third of the chart's width, or any on a chart narrower than NARROW_PX.
+  function legendAbove(fig, el) {
+    var layout = fig.layout || {};
+    var legend = layout.legend || {};
+    var beside = layout.showlegend !== false && legend.orientation !== "h" &&
+      (legend.x === undefined || legend.x >= 1);
+    var names = legendNames(fig);
+    if (!beside || names.length === 0 || el.clientWidth === 0) return false;
+    return el.clientWidth < NARROW_PX || entryPx(names) > el.clientWidth / 3;
+  }
+
+  // The layout to draw with at this element's width: as the server wrote it, or with the
+  // side legend in rows above the plot, the chart taller by those rows.
+  function fitted(fig, el) {
+    var layout = fig.layout || {};
+    if (!legendAbove(fig, el)) return layout;
+    var names = legendNames(fig);
+    var perRow = Math.max(1, Math.floor((el.clientWidth - 16) / entryPx(names)));
+    var out = Object.assign({}, layout);
+    out.legend = Object.assign({}, layout.legend, {
+      orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom",
+    });
+    out.height = (layout.height || 260) + Math.ceil(names.length / perRow) * LEGEND_ROW_PX;
+    return out;
+  }
 
   function figureFrom(doc, id) {
     var script = doc.getElementById(id);
@@ -40,14 +87,31 @@
     var fig = figureFrom(doc || document, el.dataset.figure);
     if (!fig) return Promise.resolve();
     var fresh = !el.classList.contains("js-plotly-plot");
+    var layout = fitted(fig, el);
+    el.dataset.legendAbove = String(layout !== fig.layout);
     var done = fresh
-      ? Plotly.newPlot(el, fig.data, fig.layout, CONFIG)
-      : Plotly.react(el, fig.data, fig.layout, CONFIG);
+      ? Plotly.newPlot(el, fig.data, layout, CONFIG)
+      : Plotly.react(el, fig.data, layout, CONFIG);
     return done.then(function () { bindClick(el); });
   }
 
   function drawAll() {
     document.querySelectorAll("[data-figure]").forEach(function (el) { draw(el); });
+  }
+
+  // Plotly resizes each chart to its card (CONFIG.responsive); a chart whose legend
+  // belongs elsewhere at its new width is redrawn with it moved.
+  function setupResize() {
+    var pending = null;
+    window.addEventListener("resize", function () {
+      window.clearTimeout(pending);
+      pending = window.setTimeout(function () {
+        document.querySelectorAll("[data-figure].js-plotly-plot").forEach(function (el) {
+          var fig = figureFrom(document, el.dataset.figure);
+          if (fig && el.dataset.legendAbove !== String(legendAbove(fig, el))) draw(el);
+        });
+      }, 150);
+    });
   }
 
   function setupRangePicker() {
@@ -133,7 +197,10 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     setupRangePicker();
-    if (window.Plotly) drawAll();
+    if (window.Plotly) {
+      drawAll();
+      setupResize();
+    }
     setupRefresh();
   });
 })();

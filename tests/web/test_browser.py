@@ -309,6 +309,57 @@ def test_the_top_bar_fits_a_laptop_screen(live_server, browser):
     tour.context.close()
 
 
+# Each drawn chart: its width, its plot area's width, where its legend stands.
+CHART_BOXES = """() => [...document.querySelectorAll('[data-figure].js-plotly-plot')].map(el => ({
+  id: el.id, width: el.clientWidth, plot: el._fullLayout._size.w,
+  legend: el._fullLayout.showlegend ? el._fullLayout.legend.orientation : null}))"""
+
+
+def test_a_phone_reads_a_job_and_its_node(live_server, browser):
+    """The page an alert email links to, opened on a phone (400 px): nothing makes the page
+    scroll sideways (a wide table scrolls inside its card), and every chart keeps most of
+    its width for the plot, its legend in rows above it rather than a column beside it
+    (which left the network chart's plot a sliver). Widened to a desktop the same page puts
+    the per-GPU legends back beside their plots."""
+    from django.contrib.auth import get_user_model
+
+    from tests import rows as f
+
+    get_user_model().objects.create_user("ops", password=PASSWORD, is_staff=True)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    start = now - dt.timedelta(minutes=30)
+    node = f.node("gpu-p001", gpus=8, nics=2)
+    gpus = list(node.gpus.all())
+    job = f.job("alice", gpus=gpus, started_at=start, name="phone-check")
+    f.gpu_samples(gpus, start, now, every_s=30, job=job, util=lambda g, k: 10.0 * g.index)
+    f.nic_samples(list(node.nics.all()), start, now, every_s=30)
+
+    tour = Tour(browser, live_server.url, "ops")
+    page = tour.page
+    for path in (f"/jobs/{job.pk}/", f"/nodes/{node.pk}/", "/jobs/", "/nodes/"):
+        page.set_viewport_size({"width": 400, "height": 800})
+        tour.visit(path)
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow == 0, f"at 400 px {path} scrolls {overflow} px sideways"
+        charts = page.evaluate(CHART_BOXES)
+        if path.startswith(f"/jobs/{job.pk}"):
+            assert {"chart-util", "chart-activity"} <= {c["id"] for c in charts}
+            tour.shot("phone-job")
+        for c in charts:
+            assert c["plot"] >= 0.6 * c["width"], (path, c)
+            assert c["legend"] in (None, "h"), (path, c)
+        if path == f"/nodes/{node.pk}/":
+            page.set_viewport_size({"width": 1440, "height": 900})
+            # The resize handler redraws once the window settles.
+            page.wait_for_function(
+                "document.getElementById('chart-util')._fullLayout.legend.orientation === 'v'")
+            assert page.evaluate("document.documentElement.scrollWidth "
+                                 "- document.documentElement.clientWidth") == 0
+    assert tour.errors == []
+    tour.context.close()
+
+
 def test_history_and_trends_draw_from_the_rollups(live_server, browser):
     """A week of history, rolled up by compaction: the nodes x time heatmap and the usage
     trends draw in the browser, and a row of the heatmap opens its node."""
