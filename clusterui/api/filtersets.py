@@ -5,6 +5,7 @@ import django_filters
 from django.utils import timezone
 
 from clusterui.fabric import health
+from clusterui.gpuhealth import classify
 from clusterui.inventory.choices import NicKind
 from clusterui.inventory.models import Gpu, Nic, Node
 
@@ -14,6 +15,17 @@ class NodeFilterSet(django_filters.FilterSet):
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains",
                                      help_text="Node name contains this")
     simulated = django_filters.BooleanFilter()
+    gpu_health = django_filters.ChoiceFilter(
+        choices=[(v, v) for v in (classify.DRAIN, classify.DEGRADED, classify.HEALTHY, "none")],
+        method="filter_gpu_health",
+        help_text="Nodes whose GPU health is this state (drain: a GPU needs a reset or "
+                  "replacement; degraded; healthy); none: no health reading yet")
+
+    def filter_gpu_health(self, queryset, name, value):
+        states = {node_id: h.state for node_id, h in classify.node_health().items()}
+        if value == "none":
+            return queryset.exclude(id__in=list(states))
+        return queryset.filter(id__in=[n for n, state in states.items() if state == value])
 
     class Meta:
         model = Node

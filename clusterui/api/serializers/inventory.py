@@ -7,6 +7,8 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from clusterui.gpuhealth import classify
+from clusterui.gpuhealth.drain import short_reason
 from clusterui.inventory import counting
 from clusterui.inventory.counting import BUSY_UTIL_PCT
 from clusterui.inventory.models import Gpu, Nic, Node
@@ -137,6 +139,46 @@ class NodeNicSerializer(NicSerializer):
         fields = ["id", "name", "kind", "link_bytes_per_s", "latest"]
 
 
+class GpuVerdictSerializer(serializers.Serializer):
+    """One GPU's health counters read by NVIDIA's guidance (``clusterui.gpuhealth.classify``)."""
+
+    index = serializers.IntegerField(help_text="The GPU's NVML index on the node")
+    action = serializers.ChoiceField(
+        choices=[classify.RESET, classify.REPLACE], allow_null=True,
+        help_text="reset: nvidia-smi -r with no process on it, or a reboot (a row remap or "
+                  "page retirement pending, uncorrectable ECC errors since the last reset); "
+                  "replace: RMA (a row remapping failed, too many retired pages); null: none")
+    reasons = serializers.SerializerMethodField(
+        help_text="Why the action, each with the NVIDIA document it follows")
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Worth watching, no action (rows remapped for uncorrectable errors, NVLink "
+                  "recovery errors, PCIe replays)")
+
+    def get_reasons(self, obj) -> list[dict[str, str]]:
+        return [{"text": text, "source": source} for text, source in obj.reasons]
+
+
+class NodeGpuHealthSerializer(serializers.Serializer):
+    """A node's GPU health as the overview, the nodes list and the drain list read it."""
+
+    state = serializers.ChoiceField(
+        choices=[classify.HEALTHY, classify.DEGRADED, classify.DRAIN],
+        help_text="drain: a GPU needs a reset or replacement (drain the node first); "
+                  "degraded: a GPU has something worth watching; healthy otherwise")
+    label = serializers.CharField()
+    reason = serializers.CharField(
+        help_text="The GPUs that matter, in short (empty when healthy)")
+    drain_reason = serializers.SerializerMethodField(
+        help_text="With state drain: the reason the drain list gives Slurm (one line, at "
+                  "most 120 characters), e.g. for scontrol update nodename=<node> "
+                  "state=drain reason=<this>; null otherwise")
+    gpus = GpuVerdictSerializer(many=True, help_text="Every GPU with a health reading")
+
+    def get_drain_reason(self, obj) -> str | None:
+        return short_reason(obj) if obj.state == classify.DRAIN else None
+
+
 class NodeSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     silent = serializers.SerializerMethodField(
@@ -152,6 +194,10 @@ class NodeSerializer(serializers.ModelSerializer):
         help_text="Of gpus_allocated, those below the busy threshold now (the larger of NVML "
                   "utilization and SM activity; a MIG instance: SM activity), as the nodes "
                   "list counts them")
+    gpu_health = serializers.SerializerMethodField(
+        help_text="GPU health from the collector's health counters (ECC, row remapping, "
+                  "retired pages, NVLink and PCIe errors); null before the node's first health "
+                  "reading (an older collector, a driver that reports none)")
     gpus = NodeGpuSerializer(many=True, read_only=True)
     nics = NodeNicSerializer(many=True, read_only=True)
 
@@ -159,7 +205,12 @@ class NodeSerializer(serializers.ModelSerializer):
         model = Node
         fields = ["id", "name", "cluster", "agent_version", "simulated", "sample_interval_s",
                   "first_seen", "last_seen", "silent", "gpu_count", "gpus_allocated",
-                  "gpus_idle_allocated", "gpus", "nics"]
+                  "gpus_idle_allocated", "gpu_health", "gpus", "nics"]
+
+    @extend_schema_field(NodeGpuHealthSerializer(allow_null=True))
+    def get_gpu_health(self, obj):
+        health = self.context.get("gpu_health", {}).get(obj.id)
+        return None if health is None else NodeGpuHealthSerializer(health).data
 
     def get_silent(self, obj) -> bool:
         now = self.context.get("now") or timezone.now()

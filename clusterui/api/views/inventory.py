@@ -17,6 +17,7 @@ from clusterui.api.serializers.series import PortErrorsSerializer
 from clusterui.api.views.base import metrics_action
 from clusterui.fabric.metrics import ERROR_FIELDS
 from clusterui.fabric.models import PortLink
+from clusterui.gpuhealth.classify import node_health
 from clusterui.inventory.models import Gpu, Nic, Node
 from clusterui.jobs.models import Job
 
@@ -65,6 +66,13 @@ class NodeViewSet(InventoryViewSet):
 
     def gpus_of(self, nodes):
         return [g for node in nodes for g in node.gpus.all()]
+
+    def get_serializer(self, *args, **kwargs):
+        serializer = super().get_serializer(*args, **kwargs)
+        if args:  # the nodes answered: their GPU health, one query for the page
+            nodes = args[0] if kwargs.get("many") else [args[0]]
+            serializer.context["gpu_health"] = node_health([n.id for n in nodes])
+        return serializer
 
     metrics = metrics_action(
         "node", "One series per GPU of the node and metric; NIC metrics: one per NIC.",
