@@ -6,7 +6,10 @@ Simulated, and sent from simulated nodes only (the batch says ``simulated``): th
 namespace is the job's account, the owner a Job (``<name>``), or a StatefulSet for an
 interactive notebook (the IDLE scenario: ``jupyter``, ``vscode-tunnel``...), the pod named
 as those controllers name them (``<job>-<5 characters>``, ``<set>-0``), the UID the job's
-id (the one its cgroup path carries, node.py), the start (``status.startTime``) the job's.
+id (the one its cgroup path carries, node.py), the start (``status.startTime``) the job's,
+and the user the job's: each pod carries its user in the label a site names with
+``kubelet_user_label`` (JupyterHub's KubeSpawner labels its pods
+``hub.jupyter.org/username``), as a site that set it would see.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ def pod_of(job: SimJob) -> PodRef:
     else:
         kind, pod = "Job", f"{job.name}-{job.id.replace('-', '')[:5]}"
     return PodRef(job.account, pod, uid=job.id, owner_kind=kind, owner_name=job.name,
-                  start_time=float(job.start))
+                  user=job.user, start_time=float(job.start))
 
 
 class SimKubelet:

@@ -115,8 +115,9 @@ def test_mig_nodes_run_their_jobs_on_mig_instances(tmp_path):
 
 
 def test_kubernetes_nodes_send_namespace_pod_and_owner(tmp_path):
-    """The simulated kubelet (sim/kubelet.py) names each pod's namespace, owner and start; the
-    batch says simulated, as every simulated node's does."""
+    """The simulated kubelet (sim/kubelet.py) names each pod's namespace, owner, start and
+    user (its label, as a site with kubelet_user_label set reads it); the batch says
+    simulated, as every simulated node's does."""
     sim = ClusterSim(nodes=16, seed=1, start=T0, root_dir=str(tmp_path))
     try:
         sim.step(T0)
@@ -134,6 +135,7 @@ def test_kubernetes_nodes_send_namespace_pod_and_owner(tmp_path):
         assert job["owner_kind"] == ("StatefulSet" if expected.scenario is Scenario.IDLE
                                      else "Job")
         assert job["started_at"] == expected.start  # the pod's status.startTime
+        assert job["user"] == expected.user
     assert all(batches[name]["agent"]["simulated"] for name in k8s_nodes)
     slurm = [j for b in batches.values() if b["node"] not in k8s_nodes for j in b["jobs"]]
     assert slurm and not any("namespace" in j for j in slurm)
