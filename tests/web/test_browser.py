@@ -117,7 +117,8 @@ def test_a_new_user_sees_the_cluster_and_why_a_job_was_flagged(demo, browser):
 
     # The overview: KPIs, the heatmap, open findings, waste.
     tour.charts_rendered(1)
-    assert page.locator(".kpi").count() == 7
+    assert page.locator(".kpi").count() == 8
+    assert page.locator("#kpi-fabric", has_text="fabric →").is_visible()  # staff only
     assert page.locator(".kpi", has_text="node GPU health").is_visible()
     assert page.locator("#chart-heatmap .hm, #chart-heatmap .heatmaplayer").count() >= 1
     assert page.get_by_text("Simulated data").first.is_visible()

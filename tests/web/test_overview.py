@@ -329,3 +329,40 @@ def test_jobs_without_a_user_are_one_row_that_links_nowhere(client_for):
     page = response.content.decode()
     assert "?user=alice&amp;ordering=-wasted" in page
     assert "(not reported)</span>" in page and "?user=%28" not in page and "?user=&" not in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_staff_see_the_nodes_whose_fabric_links_the_detectors_flagged(client_for, settings):
+    """Ports reported by collectors (through the real ingest) and judged by the detector pass:
+    the overview's fabric tile counts the nodes with an open fabric-link finding, says how
+    many have a port down, and leads to those findings and the fabric page; a researcher,
+    who sees no node findings, gets no such tile."""
+    import time
+
+    from clusterui.findings.runner import run_pass
+    from clusterui.ingest.tasks import ingest_envelope
+    from tests.fabric_factories import fabric_batch, port
+
+    settings.DETECTOR_FABRIC_ERRORS = 50
+    start = time.time() - 300
+    down = [[port(), port()], [port(), port()], [port(), port(link_state=1, phys_state=2)]]
+    erroring = [[port()], [port(symbol_error=40)], [port(symbol_error=30)]]
+    healthy = [[port()], [port()], [port()]]
+    for name, ports in (("gpu-k001", down), ("gpu-k002", erroring), ("gpu-k003", healthy)):
+        ingest_envelope(fabric_batch(name, ports=ports, start=start, job=None, gpus=1))
+    run_pass()
+
+    page = client_for("staff").get(reverse("home"))
+    text = " ".join(page.content.decode().split())
+    assert page.context["fabric"] == {"nodes": 2, "down": 1}
+    assert ('<div class="kpi-value">2</div><div class="kpi-label" title="Nodes with an open '
+            'fabric-link finding') in text
+    assert "nodes with a fabric link down, degraded or erroring · " in text
+    assert '<span class="warn-text">1 with a port down</span>' in text
+    assert f'href="{reverse("findings")}?kind=fabric_link"' in text
+    assert f'href="{reverse("fabric")}"' in text
+    findings = client_for("staff").get(reverse("findings"), {"kind": "fabric_link"})
+    assert {f.node.name for f in findings.context["findings"]} == {"gpu-k001", "gpu-k002"}
+
+    researcher = client_for("alice").get(reverse("home")).content.decode()
+    assert 'id="kpi-fabric"' not in researcher

@@ -4,7 +4,7 @@ from django.db.models import Count, Q
 from django.shortcuts import render
 from django.utils import timezone
 
-from clusterui.findings.choices import Severity
+from clusterui.findings.choices import FindingKind, Severity
 from clusterui.findings.models import MEASURED_ENOUGH_PCT, SEVERITY_RANK, Finding
 from clusterui.gpuhealth.classify import STATE_LABELS, node_health
 from clusterui.jobs.models import Job
@@ -40,7 +40,15 @@ def home(request):
                                    | Q(job__isnull=True, node__cluster__name=cluster))
     health = node_health({c.node_id for c in snap.cells} if cluster else None)
     by_state = {s: sum(1 for h in health.values() if h.state == s) for s in STATE_LABELS}
-    by_severity = dict(findings.values_list("severity").annotate(n=Count("id")))
+    # Open findings by severity, and the fabric-link findings among them (a node finding,
+    # staff only: critical when a port is down, else warning), in one query.
+    by_severity: dict[str, int] = {}
+    fabric = {"nodes": 0, "down": 0}
+    for severity, kind, n in findings.values_list("severity", "kind").annotate(n=Count("id")):
+        by_severity[severity] = by_severity.get(severity, 0) + n
+        if kind == FindingKind.FABRIC_LINK:
+            fabric["nodes"] += n
+            fabric["down"] += n if severity == Severity.CRITICAL else 0
     context = {
         "snap": snap,
         "busy_util_pct": BUSY_UTIL_PCT,
@@ -61,6 +69,7 @@ def home(request):
         "metric": metric,
         "metric_error": metric_error,
         "node_health": [(state, label, by_state[state]) for state, label in STATE_LABELS.items()],
+        "fabric": fabric,
         "refresh_s": REFRESH_S,
         "now": now,
         "cluster": cluster,
